@@ -1,0 +1,1 @@
+"""Pure tensor math of RL updates: advantages, losses, group sampling, token weights."""

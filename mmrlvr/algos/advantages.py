@@ -1,0 +1,77 @@
+"""Group-relative advantage estimators.
+
+Each takes rewards `(B, G)` (B prompts, G completions of each, groups rectangular) and returns
+advantages `(B, G)`. NaN marks an unscorable completion: it is left out of every statistic and
+gets advantage 0, so one broken completion cannot shift its group's baseline.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mmrlvr.registry import Registry
+
+ADVANTAGES: Registry = Registry("advantage estimator")
+
+
+def _valid(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    valid = ~torch.isnan(rewards)
+    r = torch.where(valid, rewards, torch.zeros_like(rewards))
+    return valid, r, valid.sum(dim=1, keepdim=True)
+
+
+def group_mean(rewards: torch.Tensor) -> torch.Tensor:
+    """(B, G) -> (B, 1) mean over each group's scorable rewards (0 for an empty group)."""
+    valid, r, n = _valid(rewards)
+    return r.sum(dim=1, keepdim=True) / n.clamp(min=1)
+
+
+def group_std(rewards: torch.Tensor) -> torch.Tensor:
+    """(B, G) -> (B, 1) unbiased std over scorable rewards (0 where fewer than 2)."""
+    valid, r, n = _valid(rewards)
+    mean = group_mean(rewards)
+    sq = torch.where(valid, (r - mean) ** 2, torch.zeros_like(r)).sum(dim=1, keepdim=True)
+    return torch.where(n > 1, (sq / (n - 1).clamp(min=1)).sqrt(), torch.zeros_like(sq))
+
+
+def _zero_invalid(adv: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isnan(rewards), torch.zeros_like(adv), adv)
+
+
+@ADVANTAGES.register("grpo")
+def grpo(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """(r - group mean) / (group std + eps); all-equal groups give zeros (GRPO)."""
+    adv = (rewards - group_mean(rewards)) / (group_std(rewards) + eps)
+    return _zero_invalid(adv, rewards)
+
+
+@ADVANTAGES.register("dr_grpo")
+def dr_grpo(rewards: torch.Tensor) -> torch.Tensor:
+    """r - group mean: no std division, which biases towards easy/hard groups (Dr. GRPO)."""
+    return _zero_invalid(rewards - group_mean(rewards), rewards)
+
+
+@ADVANTAGES.register("rloo")
+def rloo(rewards: torch.Tensor) -> torch.Tensor:
+    """r minus the mean of the other scorable rewards of its group (leave-one-out baseline)."""
+    valid, r, n = _valid(rewards)
+    others = (r.sum(dim=1, keepdim=True) - r) / (n - 1).clamp(min=1)
+    adv = torch.where(n > 1, r - others, torch.zeros_like(r))
+    return _zero_invalid(adv, rewards)
+
+
+@ADVANTAGES.register("reinforce_pp")
+def reinforce_pp(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """r - group mean, then whitened by the mean and std over the whole batch (REINFORCE++)."""
+    centred = dr_grpo(rewards)
+    valid = ~torch.isnan(rewards)
+    vals = centred[valid]
+    if vals.numel() < 2:
+        return torch.zeros_like(centred)
+    adv = (centred - vals.mean()) / (vals.std() + eps)
+    return _zero_invalid(adv, rewards)
+
+
+def compute_advantages(name: str, rewards: torch.Tensor) -> torch.Tensor:
+    """Look an estimator up by name and apply it."""
+    return ADVANTAGES.get(name)(rewards)

@@ -1,0 +1,124 @@
+"""Policy-gradient losses on `(N, T)` token tensors.
+
+They take tensors and scalars, never a config object, and return `(loss, stats)` where stats are
+detached tensors (no `.item()`, so no device sync inside the loss).
+"""
+
+from __future__ import annotations
+
+import torch
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (x * mask).sum() / mask.sum().clamp(min=1)
+
+
+def aggregate(
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    aggregation: str = "token-mean",
+    norm_length: float | None = None,
+    denominator: float | torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reduce `(N, T)` per-token values to a scalar.
+
+    token-mean: sum over valid tokens / their count. seq-mean-token-mean: mean over sequences
+    (with at least one valid token) of each one's token mean. seq-mean-token-sum-norm: mean over
+    sequences of token sum / norm_length (Dr. GRPO; norm_length defaults to T).
+    `denominator` replaces the batch's own token (or sequence) count, so that micro-batches of one
+    optimizer step sum to the loss of the whole batch.
+    """
+    mask = mask.to(values.dtype)
+    masked = values * mask
+    if aggregation == "token-mean":
+        denom = mask.sum().clamp(min=1) if denominator is None else denominator
+        return masked.sum() / denom
+    has_tokens = (mask.sum(dim=1) > 0).to(values.dtype)
+    n_seq = has_tokens.sum().clamp(min=1) if denominator is None else denominator
+    if aggregation == "seq-mean-token-mean":
+        per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+        return (per_seq * has_tokens).sum() / n_seq
+    if aggregation == "seq-mean-token-sum-norm":
+        length = float(norm_length if norm_length is not None else mask.shape[1])
+        return (masked.sum(dim=1) / length * has_tokens).sum() / n_seq
+    raise ValueError(f"unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
+
+
+def _ratio_log(
+    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor, importance_level: str
+) -> torch.Tensor:
+    log_ratio = logprobs - old_logprobs
+    if importance_level == "token":
+        return log_ratio
+    if importance_level == "sequence":
+        # GSPO: the sequence ratio exp(mean_t log r_t) is shared by all tokens; written in the
+        # "GSPO-token" form so that per-token advantages still apply and gradients match.
+        m = mask.to(log_ratio.dtype)
+        seq = (log_ratio * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1)
+        seq = seq.clamp(max=10.0)
+        return seq.detach() + logprobs - logprobs.detach()
+    raise ValueError(f"unknown importance_level {importance_level!r}; known: token, sequence")
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    importance_level: str = "token",
+    aggregation: str = "token-mean",
+    norm_length: float | None = None,
+    denominator: float | torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO clipped surrogate with asymmetric clipping (DAPO clip-higher when clip_high > clip_low).
+
+    logprobs, old_logprobs, mask: (N, T); advantages: (N, T) or (N, 1).
+    loss_t = max(-A r_t, -A clip(r_t, 1 - clip_low, 1 + clip_high)), then aggregated.
+    """
+    mask_f = mask.to(logprobs.dtype)
+    log_ratio = _ratio_log(logprobs, old_logprobs, mask, importance_level)
+    ratio = torch.exp(log_ratio.clamp(-20.0, 20.0))
+    adv = advantages.expand_as(logprobs)
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    per_token = torch.maximum(unclipped, clipped)
+    loss = aggregate(per_token, mask_f, aggregation, norm_length, denominator)
+    with torch.no_grad():
+        r = ratio.detach()
+        high = ((r > 1.0 + clip_high) & (adv > 0)).to(mask_f.dtype)
+        low = ((r < 1.0 - clip_low) & (adv < 0)).to(mask_f.dtype)
+        lr = log_ratio.detach()
+        stats = {
+            "clip_frac_low": masked_mean(low, mask_f),
+            "clip_frac_high": masked_mean(high, mask_f),
+            "clip_frac": masked_mean(low + high, mask_f),
+            # k3 estimate of KL(old || new): E_old[r - 1 - log r] >= 0
+            "approx_kl": masked_mean(torch.expm1(lr.clamp(-20, 20)) - lr, mask_f),
+            "ratio_mean": masked_mean(r, mask_f),
+        }
+    return loss, stats
+
+
+KL_KINDS = ("k1", "k2", "k3")
+
+
+def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = "k3") -> torch.Tensor:
+    """Per-token KL(policy || ref) estimates from sampled tokens' log-probs, (N, T) -> (N, T).
+
+    k1 = logp - ref; k2 = (logp - ref)^2 / 2; k3 = exp(ref - logp) - (ref - logp) - 1, with the
+    log-ratio clamped to [-20, 20] and the result to [-10, 10] so one rare token cannot explode it.
+    """
+    diff = logprobs - ref_logprobs
+    if kind == "k1":
+        return diff
+    if kind == "k2":
+        return 0.5 * diff.pow(2)
+    if kind == "k3":
+        neg = (-diff).clamp(-20.0, 20.0)
+        return (torch.exp(neg) - neg - 1.0).clamp(-10.0, 10.0)
+    raise ValueError(f"unknown KL kind {kind!r}; known: {', '.join(KL_KINDS)}")

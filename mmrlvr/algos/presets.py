@@ -1,0 +1,44 @@
+"""Named algorithm presets: each fills the fields a user left unset (null) in `algo:`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mmrlvr.config import AlgoConfig
+
+_BASE = dict(
+    advantage="grpo", clip_low=0.2, clip_high=0.2, importance_level="token", aggregation="token-mean",
+    norm_length=None, kl_coef=0.0, kl_kind="k3", entropy_coef=0.0, dynamic_sampling=False, max_rounds=1,
+    overlong_buffer=0, overlong_factor=1.0, mask_truncated=False, ppo_epochs=1, mini_batches=1, grad_accum=1,
+)
+
+PRESETS: dict[str, dict] = {
+    # GRPO (DeepSeekMath) as run today: token-mean, no KL (TRL's and verl's current default).
+    "grpo": {},
+    # Dr. GRPO: no std normalisation, constant-length token-sum aggregation.
+    "dr_grpo": dict(advantage="dr_grpo", aggregation="seq-mean-token-sum-norm"),
+    # DAPO: clip-higher, dynamic sampling, token-mean, soft overlong punishment, no KL.
+    "dapo": dict(clip_high=0.28, dynamic_sampling=True, max_rounds=3, overlong_buffer=-1, overlong_factor=1.0),
+    # GSPO: sequence-level importance ratio with its much tighter clip range.
+    "gspo": dict(importance_level="sequence", clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean"),
+    # RLOO: leave-one-out baseline.
+    "rloo": dict(advantage="rloo"),
+    # REINFORCE++ (group baseline variant): batch-whitened advantages plus a k2 KL to the reference.
+    "reinforce_pp": dict(advantage="reinforce_pp", kl_coef=0.01, kl_kind="k2"),
+}
+
+
+def resolve_algo(cfg: AlgoConfig, max_new_tokens: int) -> AlgoConfig:
+    """Fill unset fields from the preset; fields the user set always win."""
+    if cfg.algorithm not in PRESETS:
+        raise KeyError(f"unknown algorithm {cfg.algorithm!r}; known: {', '.join(sorted(PRESETS))}")
+    defaults = {**_BASE, **PRESETS[cfg.algorithm]}
+    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    for key, value in defaults.items():
+        if values[key] is None:
+            values[key] = value
+    if values["overlong_buffer"] == -1:  # DAPO's buffer is a fifth of the length budget
+        values["overlong_buffer"] = max(1, max_new_tokens // 5)
+    if values["norm_length"] is None and values["aggregation"] == "seq-mean-token-sum-norm":
+        values["norm_length"] = max_new_tokens
+    return AlgoConfig(**values)

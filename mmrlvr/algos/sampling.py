@@ -1,0 +1,66 @@
+"""Group filters and length shaping (DAPO): which groups carry signal, what long answers cost."""
+
+from __future__ import annotations
+
+import torch
+
+
+def informative_groups(rewards: torch.Tensor, atol: float = 1e-6) -> torch.Tensor:
+    """(B, G) rewards -> (B,) bool: the group's scorable rewards are not all equal.
+
+    A group where every completion scores the same has zero GRPO advantage everywhere, so it only
+    costs compute; DAPO's dynamic sampling drops such groups and samples more.
+    """
+    valid = ~torch.isnan(rewards)
+    hi = torch.where(valid, rewards, torch.full_like(rewards, -float("inf"))).max(dim=1).values
+    lo = torch.where(valid, rewards, torch.full_like(rewards, float("inf"))).min(dim=1).values
+    return (valid.sum(dim=1) >= 2) & ((hi - lo) > atol)
+
+
+def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, factor: float = 1.0) -> torch.Tensor:
+    """DAPO soft overlong punishment, (N,) lengths -> (N,) penalties <= 0.
+
+    0 up to max_len - buffer, then falling linearly to -factor at max_len (and staying there).
+    """
+    if buffer <= 0:
+        return torch.zeros_like(lengths, dtype=torch.float32)
+    start = max_len - buffer
+    over = (lengths.float() - start).clamp(min=0.0)
+    return -factor * (over / buffer).clamp(max=1.0)
+
+
+def truncation_mask(truncated: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Zero the loss mask of truncated completions (N,) so unfinished answers teach nothing."""
+    return mask * (~truncated.bool()).unsqueeze(1).to(mask.dtype)
+
+
+class GroupCollector:
+    """Dynamic sampling bookkeeping: keep informative groups over rounds until `target` are held.
+
+    Call `add(rewards, payload_per_group)` after each round; `done` says when to stop. Rounds are
+    capped by the caller's `max_rounds`; if the cap is hit the batch is topped up with dropped
+    groups so a step always has `target` groups (their advantages are zero).
+    """
+
+    def __init__(self, target: int, filter_groups: bool = True):
+        self.target = target
+        self.filter_groups = filter_groups
+        self.kept: list = []
+        self.dropped: list = []
+        self.rounds = 0
+
+    def add(self, rewards: torch.Tensor, groups: list) -> None:
+        self.rounds += 1
+        keep = informative_groups(rewards) if self.filter_groups else torch.ones(len(groups), dtype=torch.bool)
+        for k, g in zip(keep.tolist(), groups):
+            (self.kept if k else self.dropped).append(g)
+
+    @property
+    def done(self) -> bool:
+        return len(self.kept) >= self.target
+
+    def batch(self) -> list:
+        out = self.kept[: self.target]
+        if len(out) < self.target:
+            out += self.dropped[: self.target - len(out)]
+        return out

@@ -1,0 +1,54 @@
+"""`mmrlvr train|eval|verifiers|score ...`: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _cmd_train(args) -> int:
+    from mmrlvr.config import load_config
+    from mmrlvr.train.loop import train
+
+    cfg = load_config(args.config, args.overrides)
+    summary = train(cfg)
+    print(json.dumps({k: summary[k] for k in ("eval_before", "eval_after", "accuracy_gain", "wall_time_s", "run_dir")}, indent=1))
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    from mmrlvr.config import load_config
+    from mmrlvr.train.eval_cli import run_eval
+
+    cfg = load_config(args.config, args.overrides)
+    result = run_eval(cfg, args.checkpoint, split=args.split)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mmrlvr", description="RL with verifiable rewards for VLMs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="warm start (optional) + RL run from a YAML config")
+    p.add_argument("config")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=1e-5")
+    p.set_defaults(fn=_cmd_train)
+    p = sub.add_parser("eval", help="greedy held-out accuracy of a checkpoint")
+    p.add_argument("config")
+    p.add_argument("overrides", nargs="*")
+    p.add_argument("--checkpoint", required=True, help="a model directory (e.g. runs/x/checkpoints/step_60)")
+    p.add_argument("--split", default="eval", choices=["eval", "train"])
+    p.set_defaults(fn=_cmd_eval)
+    args = parser.parse_args(argv)
+    from mmrlvr.config import ConfigError
+
+    try:
+        return args.fn(args)
+    except (ConfigError, KeyError, FileNotFoundError) as exc:
+        print(f"mmrlvr: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""Run configuration: nested dataclasses loaded from YAML with dotted command-line overrides.
+
+`load_config("configs/quickstart.yaml", ["train.lr=1e-5", "algo.algorithm=dapo"])`. Every field
+has a default, so a YAML file names only what it changes; an unknown key is an error that says
+which keys exist, because a typo silently ignored is a wasted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass
+class ModelConfig:
+    path: str = "tiny"
+    """A local directory or hub name for AutoModelForImageTextToText; "tiny" = the embedded default."""
+    dtype: str = "float32"
+    """float32 on CPU; bfloat16 on GPUs."""
+    attn_implementation: str = "sdpa"
+    """sdpa, eager or flash_attention_2."""
+    min_pixels: int | None = None
+    """Image resize lower bound in pixels (None: the processor's own)."""
+    max_pixels: int | None = None
+    """Image resize upper bound in pixels (None: the processor's own)."""
+    freeze_vision: bool = False
+    """Keep the vision tower fixed (common for large models)."""
+    lora_rank: int = 0
+    """0 trains all weights; > 0 wraps the language model in a LoRA adapter (peft)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator."""
+    gradient_checkpointing: bool = False
+    """Trade compute for memory on big models."""
+
+
+@dataclass
+class TaskConfig:
+    name: str = "counting"
+    """A module in tasks/ (tasks.<name>) providing build(split, size, seed, **args)."""
+    train_size: int = 4096
+    """Training prompts (synthetic tasks generate them from the seed)."""
+    eval_size: int = 256
+    """Held-out prompts, never overlapping training."""
+    args: dict = field(default_factory=dict)
+    """Task-specific options, passed to the task's build function."""
+
+
+@dataclass
+class WarmStartConfig:
+    steps: int = 0
+    """Supervised steps on the task's teacher completions before RL (0: none)."""
+    lr: float = 1e-3
+    """Learning rate of the warm start."""
+    batch_size: int = 32
+    """Sequences per supervised step."""
+    checkpoint: str | None = None
+    """Load this warm-started model instead of training one (a directory)."""
+
+
+@dataclass
+class RolloutConfig:
+    group_size: int = 8
+    """G: completions sampled per prompt."""
+    prompts_per_step: int = 16
+    """B: prompts per RL step."""
+    max_new_tokens: int = 16
+    """Completion length cap; longer completions are truncated."""
+    temperature: float = 1.0
+    """Sampling temperature; log-probs use the same temperature."""
+    top_p: float = 1.0
+    """Nucleus sampling threshold."""
+    top_k: int = 0
+    """Top-k sampling (0: off)."""
+
+
+@dataclass
+class AlgoConfig:
+    algorithm: str = "grpo"
+    """Preset: grpo, dr_grpo, dapo, gspo, rloo or reinforce_pp. Fields left null take its defaults."""
+    advantage: str | None = None
+    """Advantage estimator name in mmrlvr.algos.advantages."""
+    clip_low: float | None = None
+    """PPO clip below 1 (ratio >= 1 - clip_low)."""
+    clip_high: float | None = None
+    """PPO clip above 1 (ratio <= 1 + clip_high); > clip_low is DAPO's clip-higher."""
+    importance_level: str | None = None
+    """token (PPO/GRPO) or sequence (GSPO)."""
+    aggregation: str | None = None
+    """token-mean, seq-mean-token-mean or seq-mean-token-sum-norm."""
+    norm_length: int | None = None
+    """Constant length for seq-mean-token-sum-norm (default max_new_tokens)."""
+    kl_coef: float | None = None
+    """Weight of the KL penalty to the reference policy (0: no reference model is kept)."""
+    kl_kind: str | None = None
+    """k1, k2 or k3."""
+    entropy_coef: float | None = None
+    """Entropy bonus weight (0: off)."""
+    dynamic_sampling: bool | None = None
+    """DAPO: drop groups with all-equal rewards and sample again."""
+    max_rounds: int | None = None
+    """Most sampling rounds per step when dynamic sampling is on."""
+    overlong_buffer: int | None = None
+    """DAPO overlong shaping: penalty starts this many tokens before max_new_tokens (0: off)."""
+    overlong_factor: float | None = None
+    """Penalty reached at max_new_tokens."""
+    mask_truncated: bool | None = None
+    """Exclude truncated completions from the loss."""
+    ppo_epochs: int | None = None
+    """Update passes over each rollout batch."""
+    mini_batches: int | None = None
+    """Optimizer steps per epoch (the batch is split into this many mini-batches)."""
+    grad_accum: int | None = None
+    """Micro-batches per mini-batch whose gradients are summed before one optimizer step."""
+
+
+@dataclass
+class RewardTerm:
+    verifier: str = "count"
+    """Registry name, "path/file.py:fn" or "package.module:fn"."""
+    weight: float = 1.0
+    """Weight in the summed reward."""
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 100
+    """RL steps."""
+    lr: float = 1e-4
+    """Policy learning rate (AdamW)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient clipping threshold."""
+    log_every: int = 10
+    """Steps between printed/sampled logs (metrics are written every step)."""
+    eval_every: int = 0
+    """Steps between held-out evaluations (0: only before and after)."""
+    save_every: int = 50
+    """Steps between checkpoints (0: only at the end)."""
+    resume: bool = True
+    """Continue from the newest checkpoint in output_dir if there is one."""
+
+
+@dataclass
+class EvalConfig:
+    batch_size: int = 64
+    """Prompts per greedy generation batch."""
+    max_new_tokens: int | None = None
+    """Defaults to rollout.max_new_tokens."""
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    """Seeds data, sampling and initialisation; same seed, same numbers on the same machine."""
+    output_dir: str = "runs/default"
+    """Run directory: config.yaml, metrics.jsonl, tensorboard events, samples/, checkpoints/."""
+    threads: int = 1
+    """torch CPU threads; 1 is fastest for tiny models on small VMs (OpenMP spin-waits)."""
+    device: str = "auto"
+    """auto (accelerate picks), cpu or cuda."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    rewards: list[RewardTerm] = field(default_factory=list)
+    """Weighted verifiers; empty: each sample's own verifier with weight 1."""
+    verifier_timeout: float = 5.0
+    """Seconds a verifier may take before it scores 0."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the schema."""
+
+
+def _parse_value(text: str) -> Any:
+    return yaml.safe_load(text) if text != "" else ""
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Set `a.b.c=value` entries in a nested dict (values parsed as YAML scalars/lists)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value")
+        key, value = item.split("=", 1)
+        node = raw
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {key!r}: {part!r} is not a section")
+        node[parts[-1]] = _parse_value(value)
+    return raw
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _build(cls: type, raw: Any, where: str) -> Any:
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(
+            f"unknown config key {prefix}{unknown[0]!r}; known: {', '.join(sorted(names))}"
+        )
+    kwargs = {}
+    for name, value in raw.items():
+        kwargs[name] = _coerce(hints[name], value, f"{where}.{name}" if where else name)
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    tp = _strip_optional(tp)
+    if value is None:
+        return None
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, where)
+    origin = typing.get_origin(tp)
+    if origin is list:
+        (inner,) = typing.get_args(tp) or (Any,)
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp is float and isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if tp in (int, float, str, bool) and not isinstance(value, tp):
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+    if tp is int and isinstance(value, bool):
+        raise ConfigError(f"{where}: expected int, got {value!r}")
+    return value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read YAML (optional), apply dotted overrides, and validate into a `Config`."""
+    raw: dict = {}
+    if path is not None:
+        text = Path(path).read_text()
+        try:
+            raw = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+    raw = apply_overrides(raw, list(overrides or []))
+    try:
+        return _build(Config, raw, "")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}" if path else str(exc)) from None
+
+
+def to_dict(cfg: Any) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,1 @@
+"""Data: media decoding, JSONL/Parquet loading, and batching through the processor."""

@@ -1,0 +1,1 @@
+"""Model loading: any AutoModelForImageTextToText, plus the embedded tiny default."""

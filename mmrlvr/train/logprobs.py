@@ -1,0 +1,71 @@
+"""Per-token log-probs of completions from one teacher-forced forward of the policy."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from mmrlvr.data.collate import model_kwargs
+
+
+def join_prompt_completion(
+    prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor
+) -> dict:
+    """Concatenate left-padded prompts (N, P) with right-padded completions (N, T)."""
+    kw = model_kwargs(prompt_inputs)
+    device = kw["input_ids"].device
+    completion_ids = completion_ids.to(device)
+    completion_mask = completion_mask.to(device)
+    kw["input_ids"] = torch.cat([kw["input_ids"], completion_ids], dim=1)
+    kw["attention_mask"] = torch.cat([kw["attention_mask"], completion_mask.to(kw["attention_mask"].dtype)], dim=1)
+    if "mm_token_type_ids" in kw:
+        mm = kw["mm_token_type_ids"]
+        kw["mm_token_type_ids"] = torch.cat([mm, torch.zeros_like(completion_ids, dtype=mm.dtype)], dim=1)
+    return kw
+
+
+def logits_to_logprobs(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    suppress_ids: Sequence[int] = (),
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(N, T, V) logits -> (N, T) log-probs of `targets` under the sampling distribution.
+
+    Temperature and suppressed ids are applied exactly as the sampler applied them, so the
+    log-probs of sampled tokens equal what `generate` drew them from.
+    """
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    if len(suppress_ids):
+        logits = logits.clone()
+        logits[..., list(suppress_ids)] = float("-inf")
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        p = logp_all.exp()
+        entropy = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1)
+    return logp, entropy
+
+
+def completion_logprobs(
+    model,
+    prompt_inputs: dict,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    suppress_ids: Sequence[int] = (),
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(N, T) log-probs (and entropies) of the completion tokens given their prompts."""
+    kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask)
+    t = completion_ids.shape[1]
+    out = model(**kw, logits_to_keep=t + 1, use_cache=False)
+    logits = out.logits[:, :t]
+    targets = completion_ids.to(logits.device)
+    return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy)

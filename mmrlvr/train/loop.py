@@ -1,0 +1,141 @@
+"""The RL loop: sample -> generate -> score -> advantages -> update -> log -> checkpoint.
+
+One function that reads top to bottom. A new method is a new pure function in `mmrlvr.algos`
+plus a config field, never a callback or a subclass.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.config import Config, save_config
+from mmrlvr.models.load import load_policy
+from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from mmrlvr.train.evaluate import evaluate
+from mmrlvr.train.metrics import MetricsWriter
+from mmrlvr.train.progress import Progress
+from mmrlvr.train.setup import prepare_policy, set_threads_and_seed
+from mmrlvr.train.step import PromptStream, collect, update
+from mmrlvr.verifiers.score import make_scorer
+from tasks import load_task
+
+
+def train(cfg: Config) -> dict:
+    """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
+    accelerator = set_threads_and_seed(cfg)
+    run_dir = Path(cfg.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    is_main = accelerator.is_main_process
+    log = MetricsWriter(run_dir, enabled=is_main)
+    progress = Progress(cfg.train.steps, enabled=is_main)
+    t_start = time.perf_counter()
+
+    # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
+    train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **cfg.task.args)
+    eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **cfg.task.args)
+    ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
+    model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
+    model.to(accelerator.device)
+    ref_model = None
+    if algo.kl_coef > 0:
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    policy = accelerator.unwrap_model(model)
+    engine = HFRolloutEngine(policy, processor)
+    scorer = make_scorer(cfg.verifier_timeout)
+    eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
+
+    def run_eval() -> dict:
+        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, eval_tokens)
+
+    state = {"step": 0, "data_pos": 0, "eval_before": None, "warm_start": warm}
+    if ckpt is not None:
+        state = load_trainer_state(ckpt, optimizer)
+        progress.note(f"resumed from {ckpt} (step {state['step']})")
+    if state["eval_before"] is None:
+        state["eval_before"] = {k: v for k, v in run_eval().items() if k != "examples"}
+        progress.note(f"held-out accuracy before RL: {state['eval_before']['accuracy']:.3f}")
+    stream = PromptStream(train_set, cfg.seed, pos=state["data_pos"])
+
+    for step in range(state["step"] + 1, cfg.train.steps + 1):
+        t0 = time.perf_counter()
+        # 1-3. sample prompts, generate G completions each, score them (dynamic sampling inside)
+        policy.eval()
+        batch = collect(engine, stream, scorer, cfg, algo, seed=cfg.seed * 100_003 + step)
+        # 4-5. advantages and the policy update (ppo_epochs x mini_batches optimizer steps)
+        model.train()
+        t1 = time.perf_counter()
+        stats = update(model, ref_model, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=step)
+        engine.sync_weights(policy)
+        # 6. log
+        metrics = {
+            **batch.metrics, **stats,
+            "reward/mean": batch.rewards.nanmean().item(),
+            "actor/lr": optimizer.param_groups[0]["lr"],
+            "time/update": time.perf_counter() - t1,
+            "time/step": time.perf_counter() - t0,
+        }
+        if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
+            metrics[f"eval/{cfg.task.name}/accuracy"] = run_eval()["accuracy"]
+        log.log(step, metrics)
+        if is_main and (step % cfg.train.log_every == 0 or step == 1):
+            _write_samples(run_dir, step, batch)
+        progress.update(step, metrics)
+        # 7. checkpoint (atomic), with the data position so a resumed run continues exactly
+        state.update(step=step, data_pos=stream.pos)
+        if is_main and ((cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps):
+            save_checkpoint(run_dir, step, policy, processor, optimizer, state)
+
+    eval_after = run_eval()
+    log.log(cfg.train.steps, {f"eval/{cfg.task.name}/accuracy": eval_after["accuracy"]})
+    summary = _summary(cfg, state, eval_after, run_dir, time.perf_counter() - t_start)
+    if is_main:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    progress.close(summary)
+    log.close()
+    scorer.close()
+    return summary
+
+
+def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
+    """A few completions with their verdicts, for a person to read."""
+    out = run_dir / "samples"
+    out.mkdir(exist_ok=True)
+    g = len(batch.texts) // max(len(batch.samples), 1)
+    with open(out / f"step_{step}.jsonl", "w") as f:
+        for i, (text, verdict) in enumerate(list(zip(batch.texts, batch.verdicts))[:k]):
+            s = batch.samples[i // g]
+            row = {"id": s.id, "reference": s.reference, "completion": text, "score": verdict.score,
+                   "reason": verdict.reason, "reward": batch.rewards.view(-1)[i].item()}
+            f.write(json.dumps(row, default=str) + "\n")
+
+
+def _summary(cfg: Config, state: dict, eval_after: dict, run_dir: Path, seconds: float) -> dict:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rewards = [r["reward/mean"] for r in rows if "reward/mean" in r]
+    k = max(1, min(10, len(rewards) // 4))
+    before, after = state["eval_before"], {k2: v for k2, v in eval_after.items() if k2 != "examples"}
+    return {
+        "eval_before": before,
+        "eval_after": after,
+        "accuracy_gain": after["accuracy"] - before["accuracy"],
+        "reward_first": sum(rewards[:k]) / k if rewards else None,
+        "reward_last": sum(rewards[-k:]) / k if rewards else None,
+        "steps": cfg.train.steps,
+        "seed": cfg.seed,
+        "algorithm": cfg.algo.algorithm,
+        "warm_start": state.get("warm_start"),
+        "wall_time_s": round(seconds, 1),
+        "run_dir": str(run_dir),
+    }

@@ -1,0 +1,33 @@
+"""Metrics a person can plot: one JSON line per step and tensorboard events, side by side."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+
+class MetricsWriter:
+    def __init__(self, run_dir: str | Path, enabled: bool = True):
+        self.enabled = enabled
+        self.run_dir = Path(run_dir)
+        self._tb = None
+        if enabled:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
+            self._jsonl = open(self.run_dir / "metrics.jsonl", "a", buffering=1)
+
+    def log(self, step: int, metrics: dict) -> None:
+        if not self.enabled:
+            return
+        clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
+        self._jsonl.write(json.dumps({"step": step, **clean}) + "\n")
+        for k, v in clean.items():
+            self._tb.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        if self.enabled:
+            self._tb.flush()
+            self._tb.close()
+            self._jsonl.close()

@@ -1,0 +1,61 @@
+"""A rich progress bar for warm start and RL: step, reward, accuracy at a glance."""
+
+from __future__ import annotations
+
+import sys
+
+
+class Progress:
+    def __init__(self, total_steps: int, enabled: bool = True):
+        self.enabled = enabled
+        self.total = total_steps
+        self._bar = None
+        self._task = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+
+            self.console = Console(file=sys.stderr)
+            self._bar = RichProgress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("{task.fields[info]}"), console=self.console, transient=False,
+            )
+            self._bar.start()
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            self._bar.console.print(text)
+
+    def warm_start(self, steps: int):
+        if not self.enabled:
+            return None
+        task = self._bar.add_task("warm start", total=steps, info="")
+
+        def cb(step: int, loss: float) -> None:
+            self._bar.update(task, completed=step, info=f"loss {loss:.3f}")
+
+        return cb
+
+    def update(self, step: int, metrics: dict) -> None:
+        if not self.enabled:
+            return
+        if self._task is None:
+            self._task = self._bar.add_task("RL", total=self.total, info="", completed=step - 1)
+        info = f"reward {metrics.get('reward/mean', float('nan')):.3f}"
+        info += f"  mixed {metrics.get('rollout/mixed_group_frac', float('nan')):.2f}"
+        acc = [v for k, v in metrics.items() if k.startswith("eval/")]
+        if acc:
+            info += f"  eval acc {acc[0]:.3f}"
+        info += f"  {metrics.get('time/step', 0.0):.2f}s/step"
+        self._bar.update(self._task, completed=step, info=info)
+
+    def close(self, summary: dict) -> None:
+        if not self.enabled:
+            return
+        self._bar.stop()
+        before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
+        self.console.print(
+            f"held-out accuracy: before RL {before:.3f} -> after RL {after:.3f} "
+            f"({100 * (after - before):+.1f} points, n={summary['eval_after']['n']}); "
+            f"run dir {summary['run_dir']}"
+        )

@@ -1,0 +1,57 @@
+"""Score a rollout: weighted verifiers -> (B, G) reward matrix and per-verifier metrics."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import torch
+
+from mmrlvr.types import Completion, Sample, Verdict
+
+
+def reward_terms(terms, sample: Sample) -> list[tuple[str, float]]:
+    """(verifier spec, weight) pairs: the config's list, or the sample's own verifier."""
+    return [(t.verifier, t.weight) for t in terms] if terms else [(sample.verifier, 1.0)]
+
+
+def score_completions(
+    completions: Sequence[Completion],
+    samples: Sequence[Sample],
+    group_size: int,
+    terms,
+    scorer,
+) -> tuple[torch.Tensor, dict, list[Verdict]]:
+    """Return rewards (B, G), metrics {reward/<verifier>[/<part>]: mean}, and the first term's verdicts.
+
+    `scorer(spec, completions, samples) -> list[Verdict]` runs the verifiers (in a worker pool or
+    in-process); the reward is the weighted sum over terms.
+    """
+    b = len(samples)
+    total = torch.zeros(b * group_size)
+    metrics: dict = {}
+    first: list[Verdict] = []
+    per_completion_samples = [samples[c.sample_index] for c in completions]
+    by_spec: dict[str, list[int]] = defaultdict(list)
+    weights: dict[tuple[str, int], float] = {}
+    for i, s in enumerate(per_completion_samples):
+        for spec, w in reward_terms(terms, s):
+            by_spec[spec].append(i)
+            weights[(spec, i)] = w
+    verdicts_by_index: dict[int, Verdict] = {}
+    for spec, idx in by_spec.items():
+        verdicts = scorer(spec, [completions[i].text for i in idx], [per_completion_samples[i] for i in idx])
+        scores = torch.tensor([v.score for v in verdicts])
+        total[idx] += scores * torch.tensor([weights[(spec, i)] for i in idx])
+        name = spec.rsplit(":", 1)[-1] if ":" in spec else spec
+        metrics[f"reward/{name}"] = scores.mean().item()
+        parts: dict = defaultdict(list)
+        for v in verdicts:
+            for k, x in v.parts.items():
+                parts[k].append(x)
+        for k, xs in parts.items():
+            metrics[f"reward/{name}/{k}"] = sum(xs) / len(xs)
+        for i, v in zip(idx, verdicts):
+            verdicts_by_index.setdefault(i, v)
+    first = [verdicts_by_index[i] for i in range(len(completions))]
+    return total.view(b, group_size), metrics, first

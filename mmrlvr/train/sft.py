@@ -1,0 +1,56 @@
+"""Supervised warm start on a task's teacher completions.
+
+A random-init policy never samples a rewarded answer, so RL needs a start that knows the format.
+The warm start imitates the task's teacher (which may be flawed on purpose: RL then has
+something to correct that supervision could not).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+import torch
+
+from mmrlvr.data.collate import encode_prompts, pad_right
+from mmrlvr.train.logprobs import completion_logprobs
+from mmrlvr.types import Sample
+
+
+def target_ids(tokenizer, samples: Sequence[Sample], end_token: str = "<|im_end|>") -> list[list[int]]:
+    return [tokenizer(s.target + end_token, add_special_tokens=False)["input_ids"] for s in samples]
+
+
+def sft_loss(model, processor, batch: Sequence[Sample]) -> torch.Tensor:
+    """Mean negative log-likelihood of the teacher completions' tokens."""
+    inputs = encode_prompts(processor, batch)
+    ids, mask = pad_right(target_ids(processor.tokenizer, batch), processor.tokenizer.pad_token_id)
+    logp, _ = completion_logprobs(model, inputs, ids, mask)
+    mask = mask.to(logp.device).float()
+    return -(logp * mask).sum() / mask.sum()
+
+
+def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: float, batch_size: int,
+               seed: int, progress=None) -> list[float]:
+    """Train on teacher completions for `steps` steps; returns the loss curve."""
+    missing = [s.id for s in samples if s.target is None]
+    if missing:
+        raise ValueError(f"warm start needs teacher targets; sample {missing[0]!r} has none")
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 20))
+    rng = random.Random(f"warm-start-{seed}")
+    model.train()
+    losses = []
+    for step in range(steps):
+        batch = rng.sample(list(samples), min(batch_size, len(samples)))
+        loss = sft_loss(model, processor, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        sched.step()
+        losses.append(loss.item())
+        if progress is not None:
+            progress(step + 1, losses[-1])
+    return losses

@@ -1,0 +1,197 @@
+"""The pieces of one RL step that the loop calls in order: collect rollouts, then update."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from mmrlvr.algos.advantages import compute_advantages
+from mmrlvr.algos.losses import aggregate, kl_penalty, masked_mean, policy_loss
+from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty, truncation_mask
+from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
+from mmrlvr.train.logprobs import completion_logprobs
+from mmrlvr.train.rewards import score_completions
+
+
+class PromptStream:
+    """Endless, seeded pass over the training prompts; `pos` is saved in checkpoints."""
+
+    def __init__(self, samples, seed: int, pos: int = 0):
+        self.samples, self.seed, self.pos = samples, seed, pos
+
+    def take(self, n: int) -> list:
+        out = []
+        for _ in range(n):
+            epoch, i = divmod(self.pos, len(self.samples))
+            order = list(range(len(self.samples)))
+            random.Random(f"data-{self.seed}-{epoch}").shuffle(order)
+            out.append(self.samples[order[i]])
+            self.pos += 1
+        return out
+
+
+@dataclass
+class Batch:
+    samples: list  # B prompts
+    prompt_inputs: dict  # N = B*G prompt rows (left padded), groups contiguous
+    completion_ids: torch.Tensor  # (N, T)
+    completion_mask: torch.Tensor  # (N, T)
+    truncated: torch.Tensor  # (N,) bool
+    rewards: torch.Tensor  # (B, G) verifier reward
+    texts: list  # N completion texts
+    verdicts: list  # N verdicts (first reward term)
+    metrics: dict
+
+
+def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> Batch:
+    """Sample G completions for B prompts and score them; with dynamic sampling, drop groups
+    whose rewards are all equal and sample again (at most `max_rounds` rounds)."""
+    b, g = cfg.rollout.prompts_per_step, cfg.rollout.group_size
+    collector = GroupCollector(b, filter_groups=algo.dynamic_sampling)
+    metrics: dict = {}
+    t_gen = t_score = 0.0
+    n_tokens = 0
+    last = None
+    while not collector.done and collector.rounds < max(1, algo.max_rounds):
+        prompts = stream.take(b - len(collector.kept) if algo.dynamic_sampling else b)
+        t0 = time.perf_counter()
+        out = engine.rollout(prompts, g, cfg.rollout, seed=seed * 1000 + collector.rounds)
+        t1 = time.perf_counter()
+        rewards, rmetrics, verdicts = score_completions(out.completions, prompts, g, cfg.rewards, scorer)
+        t_score += time.perf_counter() - t1
+        t_gen += t1 - t0
+        n_tokens += int(out.completion_mask.sum())
+        if collector.rounds == 0:
+            metrics.update(rmetrics)
+            metrics["rollout/mixed_group_frac"] = informative_groups(rewards).float().mean().item()
+        groups = [
+            (prompts[i], out.completions[i * g : (i + 1) * g], rewards[i], verdicts[i * g : (i + 1) * g])
+            for i in range(len(prompts))
+        ]
+        collector.add(rewards, groups)
+        last = (prompts, out, rewards, verdicts)
+    if collector.rounds == 1 and not algo.dynamic_sampling:
+        prompts, out, rewards, verdicts = last
+        inputs = repeat_prompts(out.prompt_inputs, g)
+        ids, mask = out.completion_ids, out.completion_mask
+        comps = out.completions
+    else:
+        chosen = collector.batch()
+        prompts = [grp[0] for grp in chosen]
+        comps = [c for grp in chosen for c in grp[1]]
+        rewards = torch.stack([grp[2] for grp in chosen])
+        verdicts = [v for grp in chosen for v in grp[3]]
+        inputs = repeat_prompts(encode_prompts(engine.processor, prompts), g)
+        ids, mask = pad_right([c.token_ids for c in comps], engine.pad_id)
+    metrics.update({
+        "rollout/rounds": collector.rounds,
+        "rollout/dropped_groups": len(collector.dropped),
+        "rollout/tokens_per_s": n_tokens / max(t_gen, 1e-9),
+        "rollout/mean_length": mask.sum(1).float().mean().item(),
+        "time/rollout": t_gen,
+        "time/score": t_score,
+    })
+    truncated = torch.tensor([c.truncated for c in comps])
+    metrics["rollout/truncated_frac"] = truncated.float().mean().item()
+    return Batch(prompts, inputs, ids, mask, truncated, rewards, [c.text for c in comps], verdicts, metrics)
+
+
+def advantages_for(batch: Batch, cfg, algo) -> tuple[torch.Tensor, torch.Tensor]:
+    """Shaped rewards -> per-sequence advantages (N, 1) and the loss mask (N, T)."""
+    rewards = batch.rewards.clone()
+    if algo.overlong_buffer > 0:
+        lengths = batch.completion_mask.sum(1)
+        shaped = overlong_penalty(lengths, cfg.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_factor)
+        rewards = rewards + shaped.view_as(rewards)
+    adv = compute_advantages(algo.advantage, rewards).reshape(-1, 1)
+    mask = batch.completion_mask.float()
+    if algo.mask_truncated:
+        mask = truncation_mask(batch.truncated, mask)
+    return adv, mask
+
+
+def _denominator(mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+    """What the whole mini-batch divides by, so micro-batches add up to it exactly."""
+    if aggregation == "token-mean":
+        return mask.sum().clamp(min=1)
+    return (mask.sum(1) > 0).sum().clamp(min=1).float()
+
+
+def _micro_loss(model, batch: Batch, rows, adv, mask, old, ref, algo, cfg, suppress, denom):
+    inputs = select_rows(batch.prompt_inputs, rows)
+    lp, ent = completion_logprobs(
+        model, inputs, batch.completion_ids[rows], batch.completion_mask[rows],
+        temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=True,
+    )
+    m = mask[rows].to(lp.device)
+    old_lp = lp.detach() if old is None else old[rows].to(lp.device)
+    loss, stats = policy_loss(
+        lp, old_lp, adv[rows].to(lp.device), m, clip_low=algo.clip_low, clip_high=algo.clip_high,
+        importance_level=algo.importance_level, aggregation=algo.aggregation,
+        norm_length=algo.norm_length, denominator=denom,
+    )
+    stats["policy"] = loss.detach()
+    if ref is not None:
+        kl = aggregate(kl_penalty(lp, ref[rows].to(lp.device), algo.kl_kind), m, algo.aggregation, algo.norm_length, denom)
+        loss = loss + algo.kl_coef * kl
+        stats["kl"] = kl.detach()
+    if algo.entropy_coef:
+        loss = loss - algo.entropy_coef * aggregate(ent, m, algo.aggregation, algo.norm_length, denom)
+    stats["entropy"] = masked_mean(ent.detach(), m)
+    return loss, stats, m.sum()
+
+
+@torch.no_grad()
+def _logprobs_of(model, batch: Batch, cfg, suppress) -> torch.Tensor:
+    lp, _ = completion_logprobs(
+        model, batch.prompt_inputs, batch.completion_ids, batch.completion_mask,
+        temperature=cfg.rollout.temperature, suppress_ids=suppress,
+    )
+    return lp
+
+
+def update(model, ref_model, optimizer, accelerator, batch: Batch, cfg, algo, suppress, seed: int) -> dict:
+    """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
+    `grad_accum` micro-batches. Sequences with zero advantage (and no KL/entropy term) are skipped
+    in the forward: they add nothing to the gradient, only to the denominator, which is kept."""
+    adv, mask = advantages_for(batch, cfg, algo)
+    n = adv.shape[0]
+    multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
+    old = _logprobs_of(model, batch, cfg, suppress) if multi else None
+    ref = _logprobs_of(ref_model, batch, cfg, suppress) if (ref_model is not None and algo.kl_coef > 0) else None
+    skip_zero = ref is None and not algo.entropy_coef
+    summed: dict = {}  # already divided by the mini-batch denominator: add up per step
+    weighted: dict = {}  # per-token means: weight by tokens
+    tokens = 0.0
+    updated = 0
+    rng = torch.Generator().manual_seed(seed)
+    for _ in range(algo.ppo_epochs):
+        order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
+        for mb in torch.tensor_split(order, algo.mini_batches):
+            denom = _denominator(mask[mb], algo.aggregation)
+            active = [int(r) for r in mb if not (skip_zero and bool((adv[r] == 0).all()))]
+            for micro in [m for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]:
+                micro = sorted(micro)
+                loss, stats, ntok = _micro_loss(model, batch, micro, adv, mask, old, ref, algo, cfg, suppress, denom)
+                accelerator.backward(loss)
+                for k, v in stats.items():
+                    if k in ("policy", "kl"):
+                        summed[k] = summed.get(k, 0.0) + float(v)
+                    else:
+                        weighted[k] = weighted.get(k, 0.0) + float(v) * float(ntok)
+                tokens += float(ntok)
+                updated += len(micro)
+            grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            summed["grad_norm"] = summed.get("grad_norm", 0.0) + float(grad_norm)
+    steps = algo.ppo_epochs * algo.mini_batches
+    out = {f"actor/{k}": v / max(tokens, 1.0) for k, v in weighted.items()}
+    out["loss/policy"] = summed.get("policy", 0.0) / steps
+    out["loss/kl"] = summed.get("kl", 0.0) / steps
+    out["actor/grad_norm"] = summed.get("grad_norm", 0.0) / steps
+    out["actor/updated_seqs_frac"] = updated / max(n * algo.ppo_epochs, 1)
+    return out

@@ -1,0 +1,56 @@
+"""Records that flow through one RL step.
+
+Shape letters: B prompts, G completions per prompt, N = B * G sequences, T completion tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One prompt with its ground truth, kept together so they can never drift apart."""
+
+    id: str
+    messages: tuple[dict, ...]  # chat messages; image/video entries are placeholders
+    reference: Any  # what the verifier compares against
+    verifier: str = "count"  # registry name or "file.py:fn"
+    images: tuple[Any, ...] = ()  # PIL images, in the order their placeholders appear
+    videos: tuple[Any, ...] = ()  # each a list of PIL frames or a (F, H, W, 3) uint8 array
+    meta: dict = field(default_factory=dict)  # task details verifiers may read (options, sizes)
+    target: str | None = None  # a teacher completion, used only by supervised warm starts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verifier's answer: a score in [0, 1], why, and named sub-scores for metrics."""
+
+    score: float
+    reason: str = ""
+    parts: dict = field(default_factory=dict)
+
+
+@dataclass
+class Completion:
+    """One sampled continuation of a sample's prompt."""
+
+    sample_index: int  # index of the prompt in the batch (groups are contiguous)
+    text: str
+    token_ids: list[int]
+    truncated: bool  # hit max_new_tokens without an end-of-turn token
+
+
+@dataclass
+class RolloutBatch:
+    """Everything the update needs, on one device; built once per RL step."""
+
+    inputs: dict  # processor outputs for the N = B*G prompts (left padded)
+    completion_ids: torch.Tensor  # (N, T) sampled tokens, right padded with pad id
+    completion_mask: torch.Tensor  # (N, T) 1 for sampled tokens, 0 for padding
+    old_logprobs: torch.Tensor | None  # (N, T) log-probs under the sampling policy
+    rewards: torch.Tensor  # (B, G) scalar rewards, NaN where unscorable
+    advantages: torch.Tensor | None = None  # (B, G) or (N, T)

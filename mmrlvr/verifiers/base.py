@@ -1,0 +1,125 @@
+"""Verifier registry, plug-in resolution and the safe wrapper.
+
+A verifier is `fn(completion: str, sample) -> Verdict`. It is only ever called through
+`safe_verify` (in-process) or `VerifierPool` (worker processes with a time bound), which turn an
+exception, a non-finite or out-of-range score into score 0 with the reason, so nothing a model
+writes can crash a step.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from typing import Callable
+
+from mmrlvr.registry import Registry
+from mmrlvr.types import Verdict
+
+VerifierFn = Callable[..., Verdict]
+VERIFIERS: Registry = Registry("verifier")
+DESCRIPTIONS: dict[str, str] = {}
+ENTRY_POINT_GROUP = "mmrlvr.verifiers"
+
+
+def register_verifier(name: str, description: str = ""):
+    """Decorator: add a verifier under `name`, with a one-line description for `mmrlvr verifiers`."""
+
+    def deco(fn):
+        VERIFIERS.register(name)(fn)
+        DESCRIPTIONS[name] = description or (fn.__doc__ or "").strip().splitlines()[0]
+        return fn
+
+    return deco
+
+
+def _load_builtin() -> None:
+    for mod in ("answer", "format", "grounding", "temporal"):
+        try:
+            importlib.import_module(f"mmrlvr.verifiers.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"mmrlvr.verifiers.{mod}":
+                raise
+
+
+def _entry_points() -> dict:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _load_file_fn(path: str, fn_name: str) -> VerifierFn:
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise FileNotFoundError(f"verifier file {path!r} not found")
+    mod_name = f"mmrlvr_user_{abs(hash(str(file)))}"
+    module = sys.modules.get(mod_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(mod_name, file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+    try:
+        return getattr(module, fn_name)
+    except AttributeError:
+        raise AttributeError(f"verifier file {path!r} has no function {fn_name!r}") from None
+
+
+def resolve_verifier(spec: str) -> VerifierFn:
+    """A registry name, "path/to/file.py:fn", "package.module:fn" or an entry-point name."""
+    _load_builtin()
+    if spec in VERIFIERS:
+        return VERIFIERS.get(spec)
+    if ":" in spec:
+        target, fn_name = spec.rsplit(":", 1)
+        if target.endswith(".py") or "/" in target:
+            return _load_file_fn(target, fn_name)
+        return getattr(importlib.import_module(target), fn_name)
+    eps = _entry_points()
+    if spec in eps:
+        return eps[spec].load()
+    return VERIFIERS.get(spec)  # raises with the list of known names
+
+
+def available_verifiers() -> dict[str, str]:
+    """name -> one-line description, built-ins and entry points."""
+    _load_builtin()
+    out = dict(DESCRIPTIONS)
+    for name, ep in _entry_points().items():
+        out.setdefault(name, f"(entry point {ep.value})")
+    return dict(sorted(out.items()))
+
+
+def clean_verdict(result) -> Verdict:
+    """Coerce what a verifier returned into a Verdict with a finite score in [0, 1]."""
+    if isinstance(result, Verdict):
+        v = result
+    elif isinstance(result, (int, float)) and not isinstance(result, bool):
+        v = Verdict(float(result), "")
+    elif isinstance(result, dict) and "score" in result:
+        v = Verdict(result["score"], str(result.get("reason", "")), dict(result.get("parts", {})))
+    else:
+        return Verdict(0.0, f"verifier returned {type(result).__name__}, not a Verdict")
+    try:
+        score = float(v.score)
+    except (TypeError, ValueError):
+        return Verdict(0.0, f"non-numeric score {v.score!r}", v.parts)
+    if not math.isfinite(score):
+        return Verdict(0.0, f"non-finite score {score}", v.parts)
+    if not 0.0 <= score <= 1.0:
+        return Verdict(min(max(score, 0.0), 1.0), f"score {score} clipped to [0, 1]; {v.reason}", v.parts)
+    parts = {k: float(x) for k, x in v.parts.items() if isinstance(x, (int, float)) and math.isfinite(x)}
+    return Verdict(score, v.reason, parts)
+
+
+def safe_verify(fn: VerifierFn, completion: str, sample) -> Verdict:
+    """Call a verifier in this process; any exception becomes score 0 with the reason.
+
+    No time bound here: use `VerifierPool` when a verifier may hang (math, user code).
+    """
+    try:
+        return clean_verdict(fn(completion, sample))
+    except Exception as exc:  # noqa: BLE001 - model output must never crash a step
+        return Verdict(0.0, f"verifier raised {type(exc).__name__}: {str(exc)[:200]}")
