@@ -27,6 +27,27 @@ def _cmd_eval(args) -> int:
     return 0
 
 
+def _cmd_score(args) -> int:
+    from mmrlvr.verifiers.rescore import score_file
+    from mmrlvr.verifiers.score import make_scorer
+
+    scorer = make_scorer(args.timeout, args.workers)
+    try:
+        done, bad = score_file(args.input, args.output, scorer, progress=not args.quiet)
+    finally:
+        scorer.close()
+    print(f"scored {done} lines, {bad} bad -> {args.output}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _cmd_verifiers(args) -> int:
+    from mmrlvr.verifiers.base import available_verifiers
+
+    for name, text in available_verifiers().items():
+        print(f"{name:10s} {text}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmrlvr", description="RL with verifiable rewards for VLMs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -40,7 +61,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint", required=True, help="a model directory (e.g. runs/x/checkpoints/step_60)")
     p.add_argument("--split", default="eval", choices=["eval", "train"])
     p.set_defaults(fn=_cmd_eval)
+    p = sub.add_parser("score", help="re-score saved rollouts (JSONL) offline")
+    p.add_argument("input")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds per completion")
+    p.add_argument("--workers", type=int, default=2, help="verifier processes (0: in-process, no time bound)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=_cmd_score)
+    p = sub.add_parser("verifiers", help="list available verifiers")
+    p.set_defaults(fn=_cmd_verifiers)
     args = parser.parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # our own progress bars say what matters
     from mmrlvr.config import ConfigError
 
     try:

@@ -173,7 +173,9 @@ class Config:
     rewards: list[RewardTerm] = field(default_factory=list)
     """Weighted verifiers; empty: each sample's own verifier with weight 1."""
     verifier_timeout: float = 5.0
-    """Seconds a verifier may take before it scores 0."""
+    """Seconds a verifier may take on one completion before it scores 0."""
+    verifier_workers: int = 2
+    """Worker processes that run verifiers under the time-out; 0 runs them in-process (no bound)."""
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 

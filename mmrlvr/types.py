@@ -6,9 +6,10 @@ Shape letters: B prompts, G completions per prompt, N = B * G sequences, T compl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # verifier worker processes import this module without paying for torch
+    import torch
 
 
 @dataclass(frozen=True)

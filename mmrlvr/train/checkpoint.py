@@ -65,3 +65,16 @@ def load_trainer_state(ckpt: Path, optimizer) -> dict:
     optimizer.load_state_dict(blob["optimizer"])
     _set_rng_state(blob["rng"])
     return json.loads((ckpt / "state.json").read_text())
+
+
+RUN_FILES = ("checkpoints", "warm_start", "samples", "tensorboard", "metrics.jsonl", "summary.json", "config.yaml")
+
+
+def clear_run_dir(run_dir: str | Path) -> None:
+    """Remove what an earlier run left in `run_dir` (only the files a run writes)."""
+    for name in RUN_FILES:
+        path = Path(run_dir) / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()

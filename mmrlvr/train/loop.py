@@ -17,7 +17,7 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import Config, save_config
 from mmrlvr.models.load import load_policy
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, load_trainer_state, save_checkpoint
 from mmrlvr.train.evaluate import evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
@@ -31,6 +31,8 @@ def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
     accelerator = set_threads_and_seed(cfg)
     run_dir = Path(cfg.output_dir)
+    if not cfg.train.resume:
+        clear_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
@@ -53,7 +55,7 @@ def train(cfg: Config) -> dict:
     model, optimizer = accelerator.prepare(model, optimizer)
     policy = accelerator.unwrap_model(model)
     engine = HFRolloutEngine(policy, processor)
-    scorer = make_scorer(cfg.verifier_timeout)
+    scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers)
     eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
 
     def run_eval() -> dict:

@@ -1,4 +1,4 @@
-"""Run verifiers over many completions: resolved once, each call guarded by `safe_verify`."""
+"""Run verifiers over many completions: in worker processes with a time bound, or in-process."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from mmrlvr.verifiers.base import resolve_verifier, safe_verify
 
 
 class InProcessScorer:
-    """Scores in this process. Fast, but a verifier that hangs would hang the step."""
+    """Scores in this process: fastest, every exception caught, but no time bound.
+
+    For verifiers known to be quick and total (the counting task's `count`); anything that parses
+    math or runs user code belongs in a `VerifierPool`.
+    """
 
     def __init__(self):
         self._fns: dict = {}
@@ -24,6 +28,10 @@ class InProcessScorer:
         pass
 
 
-def make_scorer(timeout: float | None = None):
-    """The scorer the loop uses."""
-    return InProcessScorer()
+def make_scorer(timeout: float = 5.0, workers: int = 2):
+    """A `VerifierPool` (workers > 0, time-bounded) or an `InProcessScorer` (workers == 0)."""
+    if workers <= 0:
+        return InProcessScorer()
+    from mmrlvr.verifiers.pool import VerifierPool
+
+    return VerifierPool(timeout=timeout, workers=workers)

@@ -1,0 +1,159 @@
+"""Grounding verifiers: parse boxes from a completion, map them to the image, score IoU."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from mmrlvr.types import Verdict
+from mmrlvr.verifiers.base import register_verifier
+from mmrlvr.verifiers.extract import Hedged, extract_answer
+from mmrlvr.verifiers.geometry import giou, iou
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
+_PAIR_BOX = re.compile(rf"\(\s*({_NUM})\s*,\s*({_NUM})\s*\)\s*,?\s*\(\s*({_NUM})\s*,\s*({_NUM})\s*\)", re.I)
+_LIST_BOX = re.compile(rf"\[\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*\]", re.I)
+MAX_TEXT = 20_000
+
+
+def _from_json(obj) -> list[list[float]] | None:
+    if isinstance(obj, dict):
+        for key in ("bbox_2d", "bbox", "box"):
+            if key in obj:
+                return _from_json(obj[key])
+        return None
+    if isinstance(obj, list):
+        if len(obj) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in obj):
+            return [[float(v) for v in obj]]
+        out = []
+        for item in obj:
+            boxes = _from_json(item)
+            if boxes is None:
+                return None
+            out.extend(boxes)
+        return out
+    return None
+
+
+def parse_boxes(text: str) -> list[list[float]]:
+    """Every box in a completion, as [x1, y1, x2, y2] floats in the order written.
+
+    Formats: a JSON list (or list of lists), JSON objects with `bbox_2d`, Qwen2-VL's
+    `<|box_start|>(x1,y1),(x2,y2)<|box_end|>` and plain `(x1, y1), (x2, y2)`.
+    """
+    text = text[-MAX_TEXT:]
+    stripped = re.sub(r"^```(?:json)?|```$", "", text.strip()).strip()
+    try:
+        boxes = _from_json(json.loads(stripped))
+        if boxes is not None:
+            return boxes
+    except (ValueError, RecursionError):
+        pass
+    text = text.replace("<|box_start|>", " ").replace("<|box_end|>", " ")
+    found = [(m.start(), [float(x) for x in m.groups()]) for m in _PAIR_BOX.finditer(text)]
+    found += [(m.start(), [float(x) for x in m.groups()]) for m in _LIST_BOX.finditer(text)]
+    return [b for _, b in sorted(found)]
+
+
+def _answer_text(completion: str) -> str:
+    try:
+        ans = extract_answer(completion)
+    except Hedged:
+        raise
+    return ans if ans is not None else completion
+
+
+def to_image_frame(box: list[float], meta: dict) -> list[float]:
+    """Map a predicted box into pixels of the original image per meta.box_format."""
+    fmt = meta.get("box_format", "absolute")
+    w, h = meta.get("image_size") or (None, None)
+    if fmt == "absolute":
+        if meta.get("input_size") and w:
+            iw, ih = meta["input_size"]
+            return [box[0] * w / iw, box[1] * h / ih, box[2] * w / iw, box[3] * h / ih]
+        return list(box)
+    if fmt in ("norm1000", "norm1"):
+        if not w:
+            raise ValueError(f"box_format {fmt} needs meta.image_size")
+        scale = 1000.0 if fmt == "norm1000" else 1.0
+        return [box[0] / scale * w, box[1] / scale * h, box[2] / scale * w, box[3] / scale * h]
+    raise ValueError(f"unknown box_format {fmt!r}; known: absolute, norm1000, norm1")
+
+
+def check_box(box: list[float], meta: dict) -> str | None:
+    """Why a box is unusable (non-finite, degenerate, absurd), or None."""
+    if not all(math.isfinite(v) for v in box):
+        return "non-finite coordinate"
+    if box[2] <= box[0] or box[3] <= box[1]:
+        return "degenerate box (x2 <= x1 or y2 <= y1)"
+    w, h = meta.get("image_size") or (None, None)
+    limit = 2.0 * max(w, h) if w else 1e5
+    if min(box) < -0.5 * limit or max(box) > limit:
+        return "coordinates far outside the image"
+    return None
+
+
+def _score(pred: list[float], ref: list[float], meta: dict) -> tuple[float, float]:
+    value = iou(pred, ref)
+    if meta.get("metric") == "giou":
+        score = (giou(pred, ref) + 1.0) / 2.0
+    else:
+        score = value
+    if meta.get("threshold") is not None:
+        score = float(value >= float(meta["threshold"]))
+    return score, value
+
+
+@register_verifier("iou", "IoU of one predicted box with the reference box (pixels of the original image)")
+def iou_verifier(completion: str, sample) -> Verdict:
+    """Score = IoU (or (GIoU+1)/2, or IoU >= threshold); more than one box scores 0."""
+    meta = dict(getattr(sample, "meta", None) or {})
+    try:
+        boxes = parse_boxes(_answer_text(completion))
+    except Hedged as exc:
+        return Verdict(0.0, f"hedged: {exc}")
+    if not boxes:
+        return Verdict(0.0, "no box found", {"iou": 0.0})
+    if len(boxes) > 1:
+        return Verdict(0.0, f"{len(boxes)} boxes for a single-box answer", {"iou": 0.0})
+    box = to_image_frame(boxes[0], meta)
+    bad = check_box(box, meta)
+    if bad:
+        return Verdict(0.0, bad, {"iou": 0.0})
+    ref = [float(v) for v in sample.reference]
+    score, value = _score(box, ref, meta)
+    return Verdict(score, f"IoU {value:.3f}", {"iou": value})
+
+
+@register_verifier("boxes", "several boxes: Hungarian matching on IoU, F1 at IoU >= 0.5 (or mean_iou)")
+def boxes_verifier(completion: str, sample) -> Verdict:
+    """Duplicates and extra boxes cost precision; missed references cost recall."""
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    meta = dict(getattr(sample, "meta", None) or {})
+    refs = [[float(v) for v in b] for b in sample.reference]
+    try:
+        preds = parse_boxes(_answer_text(completion))
+    except Hedged as exc:
+        return Verdict(0.0, f"hedged: {exc}")
+    if len(preds) > 10 * max(len(refs), 1) + 10:
+        return Verdict(0.0, f"{len(preds)} boxes: far too many")
+    mapped = [to_image_frame(b, meta) for b in preds]
+    usable = [b for b in mapped if check_box(b, meta) is None]
+    if not refs:
+        return Verdict(float(not mapped), "no reference boxes")
+    if not usable:
+        return Verdict(0.0, "no usable box", {"precision": 0.0, "recall": 0.0})
+    m = np.array([[iou(p, r) for r in refs] for p in usable])
+    rows, cols = linear_sum_assignment(-m)
+    matched = m[rows, cols]
+    thr = float(meta.get("iou_threshold", 0.5))
+    tp = int((matched >= thr).sum())
+    precision, recall = tp / len(mapped), tp / len(refs)
+    f1 = 2 * precision * recall / (precision + recall) if tp else 0.0
+    mean_iou = float(matched.sum()) / max(len(mapped), len(refs))
+    score = mean_iou if meta.get("metric") == "mean_iou" else f1
+    return Verdict(score, f"{tp} of {len(refs)} matched, {len(mapped)} predicted",
+                   {"precision": precision, "recall": recall, "mean_iou": mean_iou})

@@ -1,0 +1,133 @@
+"""Verifiers in worker processes, with a time bound on every call.
+
+math-verify's own time-outs use `signal.alarm`, which only works in a main thread, and a regex or
+sympy call on hostile model output can run for minutes. So verifiers run in a reusable pool of
+spawned processes: each item gets an alarm inside the worker, and the parent has a hard deadline
+after which a stuck pool is killed and rebuilt. Either way the item scores 0 with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing as mp
+import signal
+import time
+from concurrent.futures import ProcessPoolExecutor, wait
+from typing import Sequence
+
+from mmrlvr.types import Sample, Verdict
+from mmrlvr.verifiers.base import clean_verdict, resolve_verifier
+
+
+class VerifierTimeout(BaseException):
+    """Raised by the alarm inside a worker; a BaseException so verifiers cannot swallow it."""
+
+
+_FNS: dict = {}
+
+
+def _on_alarm(signum, frame):
+    raise VerifierTimeout()
+
+
+def _run_chunk(spec: str, items: list, timeout: float) -> list[Verdict]:
+    """Worker side: score items one by one, each under its own alarm."""
+    fn = _FNS.get(spec)
+    if fn is None:
+        fn = _FNS[spec] = resolve_verifier(spec)
+        warmup = getattr(fn, "warmup", None)
+        if warmup is not None:  # heavy imports (sympy) happen once, outside the time bound
+            warmup()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    out = []
+    for completion, sample in items:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            out.append(clean_verdict(fn(completion, sample)))
+        except VerifierTimeout:
+            out.append(Verdict(0.0, f"verifier timed out after {timeout:g}s"))
+        except Exception as exc:  # noqa: BLE001 - model output must never crash a step
+            out.append(Verdict(0.0, f"verifier raised {type(exc).__name__}: {str(exc)[:200]}"))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    return out
+
+
+def portable_spec(spec: str) -> str:
+    """Validate a verifier spec here (clear errors in the caller) and make file paths absolute."""
+    resolve_verifier(spec)
+    if ":" in spec:
+        target, fn = spec.rsplit(":", 1)
+        if target.endswith(".py") or "/" in target:
+            from pathlib import Path
+
+            return f"{Path(target).expanduser().resolve()}:{fn}"
+    return spec
+
+
+def _light(sample):
+    """What a verifier needs of a sample: no images or frames cross the process boundary."""
+    if isinstance(sample, Sample):
+        return dataclasses.replace(sample, messages=(), images=(), videos=())
+    return sample
+
+
+class VerifierPool:
+    """Callable scorer: `pool(spec, completions, samples) -> list[Verdict]`, order preserved."""
+
+    def __init__(self, timeout: float = 5.0, workers: int = 2):
+        self.timeout = float(timeout)
+        self.workers = max(1, int(workers))
+        self._pool: ProcessPoolExecutor | None = None
+        self._specs: dict[str, str] = {}
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+        return self._pool
+
+    def _kill(self) -> None:
+        if self._pool is not None:
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                proc.kill()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def __call__(self, spec: str, completions: Sequence[str], samples: Sequence) -> list[Verdict]:
+        if spec not in self._specs:
+            self._specs[spec] = portable_spec(spec)
+        items = [(c, _light(s)) for c, s in zip(completions, samples)]
+        if not items:
+            return []
+        size = max(1, min(64, math.ceil(len(items) / (self.workers * 4))))
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
+        pool = self._executor()
+        futures = [pool.submit(_run_chunk, self._specs[spec], chunk, self.timeout) for chunk in chunks]
+        deadline = self.timeout * (math.ceil(len(items) / self.workers) + 1) + 10.0
+        t0 = time.monotonic()
+        wait(futures, timeout=deadline)
+        out: list[Verdict] = []
+        broken = False
+        for fut, chunk in zip(futures, chunks):
+            if fut.done() and fut.exception() is None:
+                out.extend(fut.result())
+                continue
+            broken = True
+            why = "verifier process did not answer in time" if not fut.done() else f"verifier process failed: {fut.exception()!r}"
+            out.extend(Verdict(0.0, why) for _ in chunk)
+        if broken:
+            self._kill()
+        self.last_seconds = time.monotonic() - t0
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,73 @@
+"""Temporal verifiers: event order and time segments in videos."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from mmrlvr.types import Verdict
+from mmrlvr.verifiers.base import register_verifier
+from mmrlvr.verifiers.extract import Hedged, extract_answer
+from mmrlvr.verifiers.geometry import kendall_tau, segment_iou
+
+_SPLIT = re.compile(r"\s*(?:,|->|→|=>|>|;|\bthen\b|\s)\s*", re.I)
+
+
+def parse_order(text: str) -> list[str]:
+    """Labels in the order written: "C, A, B", "[C, A, B]", "C -> A -> B"."""
+    text = text.strip()[:2000].strip("[](){}.").replace('"', "").replace("'", "")
+    return [t for t in _SPLIT.split(text) if t]
+
+
+@register_verifier("order", "ordering of labels: exact, or (Kendall tau + 1) / 2 (default)")
+def order(completion: str, sample) -> Verdict:
+    """A missing, unknown or repeated label scores 0."""
+    ref = [str(x) for x in sample.reference]
+    try:
+        ans = extract_answer(completion)
+    except Hedged as exc:
+        return Verdict(0.0, f"hedged: {exc}")
+    pred = parse_order(ans if ans is not None else completion.strip().splitlines()[-1] if completion.strip() else "")
+    known = {x.casefold(): x for x in ref}
+    pred = [known.get(p.casefold(), p) for p in pred]
+    if len(set(pred)) != len(pred):
+        return Verdict(0.0, "a label is repeated")
+    if set(pred) != set(ref):
+        missing, unknown = set(ref) - set(pred), set(pred) - set(ref)
+        return Verdict(0.0, f"missing {sorted(missing)}" if missing else f"unknown {sorted(unknown)[:5]}")
+    exact = float(pred == ref)
+    meta = getattr(sample, "meta", None) or {}
+    if meta.get("metric", "kendall") == "exact":
+        return Verdict(exact, "exact order" if exact else "wrong order", {"exact": exact})
+    tau = kendall_tau(pred, ref)
+    return Verdict((tau + 1.0) / 2.0, f"Kendall tau {tau:.3f}", {"exact": exact, "tau": tau})
+
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)"
+_SEGMENT = re.compile(rf"({_NUM})\s*(?:s|sec|seconds)?\s*(?:,|-|–|to|until)\s*({_NUM})", re.I)
+
+
+def parse_segment(text: str) -> tuple[float, float] | None:
+    """[start, end] in seconds from "[2.5, 7.0]", "from 2.5 to 7.0 seconds", "2.5 - 7.0"."""
+    found = _SEGMENT.findall(text[-2000:])
+    if len(found) != 1:
+        return None
+    start, end = float(found[0][0]), float(found[0][1])
+    return (start, end) if math.isfinite(start) and math.isfinite(end) else None
+
+
+@register_verifier("tiou", "temporal IoU of a [start, end] segment in seconds")
+def tiou(completion: str, sample) -> Verdict:
+    """Score = temporal IoU; an end before its start scores 0."""
+    try:
+        ans = extract_answer(completion)
+    except Hedged as exc:
+        return Verdict(0.0, f"hedged: {exc}")
+    seg = parse_segment(ans if ans is not None else completion)
+    if seg is None:
+        return Verdict(0.0, "no single [start, end] segment")
+    if seg[1] <= seg[0]:
+        return Verdict(0.0, "segment ends before it starts")
+    ref = [float(x) for x in sample.reference]
+    value = segment_iou(seg, ref)
+    return Verdict(value, f"tIoU {value:.3f}", {"tiou": value})

@@ -1,0 +1,96 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mmrlvr.algos.losses import aggregate, kl_penalty, policy_loss
+
+# ratios r = exp(logprobs - old): [[1.5, 0.5], [1.0, 1.2]], advantages [+1, -1] per sequence
+OLD = torch.zeros(2, 2)
+LP = torch.log(torch.tensor([[1.5, 0.5], [1.0, 1.2]]))
+ADV = torch.tensor([[1.0], [-1.0]])
+MASK = torch.ones(2, 2)
+
+
+def test_ppo_clip_token_mean_hand_computed():
+    # per token max(-A r, -A clip(r, 0.8, 1.2)):
+    #   (A=+1, r=1.5) -> max(-1.5, -1.2) = -1.2 (clipped high)
+    #   (A=+1, r=0.5) -> max(-0.5, -0.8) = -0.5
+    #   (A=-1, r=1.0) -> 1.0 ; (A=-1, r=1.2) -> 1.2
+    # token-mean: (-1.2 - 0.5 + 1.0 + 1.2) / 4 = 0.125
+    loss, stats = policy_loss(LP, OLD, ADV, MASK, clip_low=0.2, clip_high=0.2)
+    assert loss.item() == pytest.approx(0.125, abs=1e-6)
+    assert stats["clip_frac_high"].item() == pytest.approx(0.25)
+    assert stats["clip_frac_low"].item() == 0.0
+    assert stats["ratio_mean"].item() == pytest.approx((1.5 + 0.5 + 1.0 + 1.2) / 4)
+    # approx KL (k3 of old||new): mean(r - 1 - log r)
+    k3 = sum(r - 1 - math.log(r) for r in (1.5, 0.5, 1.0, 1.2)) / 4
+    assert stats["approx_kl"].item() == pytest.approx(k3, rel=1e-5)
+    assert all(not v.requires_grad for v in stats.values())
+
+
+def test_clip_higher():
+    # clip_high 0.28: first token -> max(-1.5, -1.28) = -1.28; (-1.28 - 0.5 + 1 + 1.2) / 4 = 0.105
+    loss, _ = policy_loss(LP, OLD, ADV, MASK, clip_low=0.2, clip_high=0.28)
+    assert loss.item() == pytest.approx(0.105, abs=1e-6)
+
+
+def test_clip_low_fraction():
+    # A = -1 with r = 0.5 < 0.8: clipped low; value max(0.5, 0.8) = 0.8
+    loss, stats = policy_loss(torch.log(torch.tensor([[0.5]])), torch.zeros(1, 1), torch.tensor([[-1.0]]), torch.ones(1, 1))
+    assert loss.item() == pytest.approx(0.8)
+    assert stats["clip_frac_low"].item() == 1.0 and stats["clip_frac_high"].item() == 0.0
+
+
+def test_aggregations_hand_computed():
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    # per-token values [[-1.2, -0.5], [1.0, (masked)]]
+    seq_mean, _ = policy_loss(LP, OLD, ADV, mask, aggregation="seq-mean-token-mean")
+    # seq0 (-1.2 - 0.5) / 2 = -0.85; seq1 1.0 -> mean 0.075
+    assert seq_mean.item() == pytest.approx(0.075, abs=1e-6)
+    sum_norm, _ = policy_loss(LP, OLD, ADV, mask, aggregation="seq-mean-token-sum-norm", norm_length=4)
+    # seq0 -1.7 / 4 = -0.425; seq1 1.0 / 4 = 0.25 -> mean -0.0875
+    assert sum_norm.item() == pytest.approx(-0.0875, abs=1e-6)
+    tok, _ = policy_loss(LP, OLD, ADV, mask)
+    assert tok.item() == pytest.approx((-1.2 - 0.5 + 1.0) / 3, abs=1e-6)
+    with pytest.raises(ValueError, match="unknown aggregation"):
+        aggregate(torch.ones(1, 1), torch.ones(1, 1), "sum")
+
+
+def test_gspo_sequence_ratio_and_gradient():
+    lp = torch.log(torch.tensor([[1.5, 0.5]])).requires_grad_(True)
+    # s = exp(mean(log 1.5, log 0.5)) = sqrt(0.75) = 0.866 (inside [0.8, 1.2]): loss = -A s = -0.866
+    loss, _ = policy_loss(lp, torch.zeros(1, 2), torch.tensor([[1.0]]), torch.ones(1, 2), importance_level="sequence")
+    assert loss.item() == pytest.approx(-math.sqrt(0.75), rel=1e-5)
+    loss.backward()
+    # d/d lp_t of token-mean(-A s_t) with s_t = sg(s) exp(lp_t - sg(lp_t)) is -s / T
+    assert torch.allclose(lp.grad, torch.full((1, 2), -math.sqrt(0.75) / 2), atol=1e-6)
+
+
+def test_kl_estimators_hand_computed():
+    logp, ref = torch.zeros(1), torch.log(torch.tensor([0.5]))
+    d = math.log(2)  # logp - ref
+    assert kl_penalty(logp, ref, "k1").item() == pytest.approx(d)
+    assert kl_penalty(logp, ref, "k2").item() == pytest.approx(0.5 * d * d)
+    # k3: exp(ref - logp) - (ref - logp) - 1 = 0.5 + ln 2 - 1
+    assert kl_penalty(logp, ref, "k3").item() == pytest.approx(0.5 + d - 1)
+    assert kl_penalty(torch.zeros(1), torch.tensor([80.0]), "k3").item() == 10.0  # clamped
+    with pytest.raises(ValueError, match="unknown KL kind"):
+        kl_penalty(logp, ref, "k4")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 5), st.integers(1, 4), st.integers(0, 10_000),
+       st.sampled_from(["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]))
+def test_extra_padding_changes_nothing(n, t, pad, seed, aggregation):
+    g = torch.Generator().manual_seed(seed)
+    lp, old = torch.randn(n, t, generator=g) * 0.3, torch.randn(n, t, generator=g) * 0.3
+    adv = torch.randn(n, 1, generator=g)
+    mask = (torch.rand(n, t, generator=g) > 0.3).float()
+    base, _ = policy_loss(lp, old, adv, mask, aggregation=aggregation, norm_length=7)
+    junk = torch.randn(n, pad, generator=g) * 5
+    padded, _ = policy_loss(torch.cat([lp, junk], 1), torch.cat([old, -junk], 1), adv,
+                            torch.cat([mask, torch.zeros(n, pad)], 1), aggregation=aggregation, norm_length=7)
+    assert torch.allclose(base, padded, atol=1e-6)

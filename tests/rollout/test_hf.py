@@ -1,0 +1,53 @@
+import torch
+from PIL import Image
+
+from mmrlvr.config import RolloutConfig
+from mmrlvr.data.collate import model_kwargs, repeat_prompts
+from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.train.logprobs import completion_logprobs
+from mmrlvr.types import Sample
+
+
+def _samples():
+    q = lambda t: ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": t}]},)  # noqa: E731
+    return [
+        Sample("a", q("How many red shapes are there in this picture?"), 1, images=(Image.new("RGB", (112, 112), (200, 30, 30)),)),
+        Sample("b", q("Hi"), 2, images=(Image.new("RGB", (112, 84), (30, 30, 200)),)),  # shorter: left padded
+    ]
+
+
+def test_groups_contiguous_and_vision_tokens_never_sampled(tiny):
+    model, processor = tiny
+    engine = HFRolloutEngine(model, processor)
+    out = engine.rollout(_samples(), 4, RolloutConfig(max_new_tokens=16, temperature=1.5), seed=0)
+    assert [c.sample_index for c in out.completions] == [0] * 4 + [1] * 4
+    assert out.completion_ids.shape[0] == 8
+    sampled = set(out.completion_ids[out.completion_mask.bool()].tolist())
+    assert not sampled & set(engine.suppress_ids)
+    # same seed, same completions
+    again = engine.rollout(_samples(), 4, RolloutConfig(max_new_tokens=16, temperature=1.5), seed=0)
+    assert torch.equal(out.completion_ids, again.completion_ids)
+    assert engine.generate(_samples(), 4, RolloutConfig(max_new_tokens=16, temperature=1.5), 0)[0].text == out.completions[0].text
+
+
+def test_generate_logprobs_equal_teacher_forced_forward(tiny):
+    """Sampled tokens' log-probs from generate's own logits == one teacher-forced forward."""
+    model, processor = tiny
+    engine = HFRolloutEngine(model, processor)
+    rc = RolloutConfig(max_new_tokens=12, temperature=0.9)
+    out = engine.rollout(_samples(), 4, rc, seed=1)
+    lp, _ = completion_logprobs(model, repeat_prompts(out.prompt_inputs, 4), out.completion_ids,
+                                out.completion_mask, temperature=0.9, suppress_ids=engine.suppress_ids)
+    torch.manual_seed(1)
+    gen = model.generate(**model_kwargs(out.prompt_inputs), max_new_tokens=12, num_return_sequences=4,
+                         do_sample=True, temperature=0.9, top_k=0, top_p=1.0, suppress_tokens=engine.suppress_ids,
+                         eos_token_id=engine.stop_ids, pad_token_id=engine.pad_id,
+                         output_logits=True, return_dict_in_generate=True)
+    t = out.completion_ids.shape[1]
+    assert torch.equal(gen.sequences[:, -gen.sequences.shape[1] + out.prompt_inputs["input_ids"].shape[1]:][:, :t][out.completion_mask.bool()],
+                       out.completion_ids[out.completion_mask.bool()])
+    logits = torch.stack(gen.logits, 1)[:, :t].float() / 0.9
+    logits[..., engine.suppress_ids] = -float("inf")
+    ref = torch.log_softmax(logits, -1).gather(-1, out.completion_ids.unsqueeze(-1)).squeeze(-1)
+    m = out.completion_mask.bool()
+    assert (lp - ref)[m].abs().max().item() < 1e-4
