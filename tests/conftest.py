@@ -42,3 +42,14 @@ def fresh_tiny(tiny_dir):
 def _isolated_cache(tmp_path_factory):
     os.environ["MMRLVR_CACHE"] = str(tmp_path_factory.mktemp("mmrlvr-cache"))
     yield
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """../shared/data beside the checkout (CI copies it there)."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data"
+    if not path.is_dir():
+        pytest.skip("../shared/data is not beside this checkout")
+    return path

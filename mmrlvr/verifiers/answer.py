@@ -55,7 +55,8 @@ MAX_MATH_CHARS = 1000  # longer "answers" are not answers; sympy on them is slow
 
 
 def _clean_math(ans: str) -> str:
-    ans = _LATEX_WRAP.sub("", ans.strip())
+    # "\f" read by a JSON parser is a form feed: "\frac" arrives as "\x0crac" (seen in MATH-V)
+    ans = _LATEX_WRAP.sub("", ans.replace("\x0c", "\\f").strip())
     ans = ans.replace("\\text{", "\\mathrm{").replace("\\!", "").replace("\\,", "").strip()
     ans = re.sub(r"\\mathrm\{\s*(?:cm|m|mm|km|units?|degrees?)\s*\}", "", ans)
     ans = _LHS.sub("", ans)

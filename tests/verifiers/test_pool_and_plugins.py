@@ -1,0 +1,112 @@
+"""The worker pool's time bound, plug-in verifiers (file, module, entry point), `mmrlvr score`."""
+
+import json
+import sys
+import textwrap
+import time
+
+import pytest
+
+from mmrlvr.types import Sample
+from mmrlvr.verifiers import base
+from mmrlvr.verifiers.pool import VerifierPool
+
+PLUGIN = textwrap.dedent('''
+    import time
+    from mmrlvr.types import Verdict
+
+    def exact(completion, sample):
+        """1 when the completion equals the reference text."""
+        ok = completion.strip() == str(sample.reference)
+        return Verdict(float(ok), "exact" if ok else "different", {"chars": float(len(completion))})
+
+    def hang(completion, sample):
+        while True:
+            time.sleep(0.05)
+
+    def spin(completion, sample):
+        while True:
+            pass
+
+    def boom(completion, sample):
+        raise RuntimeError("boom")
+
+    def too_big(completion, sample):
+        return 7.0
+''')
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    path = tmp_path / "my_verifiers.py"
+    path.write_text(PLUGIN)
+    return path
+
+
+def test_pool_bounds_time_and_survives_hangs(plugin):
+    s = [Sample("a", (), "x")] * 3
+    with VerifierPool(timeout=0.5, workers=2) as pool:
+        t0 = time.monotonic()
+        out = pool(f"{plugin}:hang", ["a", "b", "c"], s) + pool(f"{plugin}:spin", ["a"], s[:1])
+        assert time.monotonic() - t0 < 10
+        assert all(v.score == 0.0 and "timed out" in v.reason for v in out)
+        boom = pool(f"{plugin}:boom", ["a"], s[:1])[0]
+        assert boom.score == 0.0 and "RuntimeError: boom" in boom.reason
+        assert pool(f"{plugin}:too_big", ["a"], s[:1])[0].score == 1.0  # clipped into [0, 1]
+        fine = pool(f"{plugin}:exact", ["x", "y"], s[:2])  # the pool still works afterwards
+        assert [v.score for v in fine] == [1.0, 0.0]
+        assert pool("count", ["<answer>3</answer>"] * 50, [Sample("c", (), 3)] * 50)[49].score == 1.0
+
+
+def test_plugin_by_module_and_entry_point(plugin, monkeypatch):
+    monkeypatch.syspath_prepend(str(plugin.parent))
+    assert base.resolve_verifier("my_verifiers:exact")("x", Sample("a", (), "x")).score == 1.0
+
+    class EP:
+        name, value = "shout", "my_verifiers:exact"
+
+        def load(self):
+            return base.resolve_verifier(self.value)
+
+    monkeypatch.setattr(base, "_entry_points", lambda: {"shout": EP()})
+    assert base.resolve_verifier("shout")("x", Sample("a", (), "x")).score == 1.0
+    assert "shout" in base.available_verifiers()
+
+
+def test_mmrlvr_score_cli(plugin, tmp_path, capsys):
+    from mmrlvr.cli import main
+
+    rows = [
+        {"id": 1, "verifier": "math", "completion": "<answer>0.5</answer>", "reference": "\\frac{1}{2}"},
+        "{not json",
+        {"id": 3, "verifier": f"{plugin}:exact", "completion": "hello", "reference": "hello"},
+        {"id": 4, "verifier": "iou", "completion": "[0,0,10,10]", "reference": [0, 0, 10, 5], "meta": {"image_size": [20, 20]}},
+        {"id": 5, "completion": "x", "reference": 1},
+        {"id": 6, "verifier": "no_such_verifier", "completion": "x", "reference": 1},
+        {"id": 7, "verifier": "count", "completion": "<answer>2</answer>", "reference": 3},
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "-o", str(out), "-q", "--timeout", "5"]) == 1
+    err = capsys.readouterr().err
+    assert f"{src}:2: not valid JSON" in err
+    assert f"{src}:5: missing field 'verifier'" in err
+    assert f"{src}:6: verifier 'no_such_verifier'" in err
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [g["id"] for g in got] == [1, 3, 4, 7]  # input order, bad lines left out
+    assert [g["score"] for g in got] == [1.0, 1.0, 0.5, 0.0]
+    assert got[1]["parts"] == {"chars": 5.0} and got[3]["reason"] == "2 != 3"
+    assert got[2]["meta"] == {"image_size": [20, 20]}  # the input is kept
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(json.dumps(rows[0]) + "\n")
+    assert main(["score", str(ok), "-o", str(tmp_path / "o2.jsonl"), "-q"]) == 0
+
+
+def test_verifiers_cli_lists_builtins(capsys):
+    from mmrlvr.cli import main
+
+    assert main(["verifiers"]) == 0
+    out = capsys.readouterr().out
+    for name in ("math", "choice", "number", "iou", "boxes", "order", "tiou", "format", "count"):
+        assert any(line.startswith(name + " ") for line in out.splitlines()), name
