@@ -47,8 +47,8 @@ def train(cfg: Config) -> dict:
     ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
     model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     model.to(accelerator.device)
-    ref_model = None
-    if algo.kl_coef > 0:
+    ref_model = None  # with LoRA the reference is the base model: the adapter switched off
+    if algo.kl_coef > 0 and cfg.model.lora_rank == 0:
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)

@@ -153,6 +153,14 @@ def _logprobs_of(model, batch: Batch, cfg, suppress) -> torch.Tensor:
     return lp
 
 
+def reference_logprobs(model, ref_model, batch: Batch, cfg, suppress) -> torch.Tensor:
+    """Log-probs under the reference policy: a frozen copy, or (LoRA) the base with the adapter off."""
+    if ref_model is not None:
+        return _logprobs_of(ref_model, batch, cfg, suppress)
+    with getattr(model, "module", model).disable_adapter():  # unwrap DDP
+        return _logprobs_of(model, batch, cfg, suppress)
+
+
 def update(model, ref_model, optimizer, accelerator, batch: Batch, cfg, algo, suppress, seed: int) -> dict:
     """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
     `grad_accum` micro-batches. Sequences with zero advantage (and no KL/entropy term) are skipped
@@ -161,7 +169,7 @@ def update(model, ref_model, optimizer, accelerator, batch: Batch, cfg, algo, su
     n = adv.shape[0]
     multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
     old = _logprobs_of(model, batch, cfg, suppress) if multi else None
-    ref = _logprobs_of(ref_model, batch, cfg, suppress) if (ref_model is not None and algo.kl_coef > 0) else None
+    ref = reference_logprobs(model, ref_model, batch, cfg, suppress) if algo.kl_coef > 0 else None
     skip_zero = ref is None and not algo.entropy_coef
     summed: dict = {}  # already divided by the mini-batch denominator: add up per step
     weighted: dict = {}  # per-token means: weight by tokens

@@ -57,3 +57,28 @@ def test_killed_run_resumes_exactly(tmp_path):
     wa = load_file(straight / "checkpoints" / "step_3" / "model.safetensors")
     wb = load_file(resumed / "checkpoints" / "step_3" / "model.safetensors")
     assert all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
+
+
+@pytest.mark.parametrize("preset,extra", [
+    ("dapo", ["algo.max_rounds=2"]),
+    ("gspo", ["algo.ppo_epochs=2", "algo.mini_batches=2"]),
+    ("reinforce_pp", ["algo.grad_accum=2"]),  # k2 KL to a frozen reference copy
+    ("dr_grpo", ["algo.mask_truncated=true", "algo.entropy_coef=0.01"]),
+])
+def test_presets_run_and_log_their_metrics(tmp_path, preset, extra):
+    summary, run = _run(tmp_path, preset, [f"algo.algorithm={preset}", "train.steps=2", *extra])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    step = [r for r in rows if "reward/mean" in r]
+    assert len(step) == 2
+    for key in ("actor/clip_frac_low", "actor/clip_frac_high", "actor/approx_kl", "actor/grad_norm",
+                "rollout/dropped_groups", "rollout/rounds", "rollout/mixed_group_frac", "loss/kl"):
+        assert key in step[0], key
+    if preset == "dapo":
+        assert all(1 <= r["rollout/rounds"] <= 2 for r in step)
+        assert all(r["rollout/dropped_groups"] >= 0 for r in step)
+    if preset == "reinforce_pp":
+        # step 1: the policy is the reference (KL 0); step 2 follows an update, so KL > 0
+        assert step[0]["loss/kl"] == pytest.approx(0.0, abs=1e-6) and step[1]["loss/kl"] > 0.0
+    if preset == "gspo":
+        # two epochs x two mini-batches: the second pass sees a changed policy, ratios move off 1
+        assert any(r["actor/approx_kl"] > 0 for r in step)
