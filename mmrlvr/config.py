@@ -223,7 +223,7 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(
-            f"unknown config key {prefix}{unknown[0]!r}; known: {', '.join(sorted(names))}"
+            f"unknown config key '{prefix}{unknown[0]}'; known: {', '.join(sorted(names))}"
         )
     kwargs = {}
     for name, value in raw.items():
