@@ -1,0 +1,33 @@
+"""Shared pieces of the benchmarks: a warm-started tiny model and the counting data."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+from mmrlvr.config import load_config
+from mmrlvr.train.loop import train
+
+
+def warm_start_dir(work: Path, seed: int = 0, config: str = "configs/quickstart.yaml") -> Path:
+    """A warm-started tiny model (built once, then reused): the common start of every contender."""
+    done = work / "warm" / "warm_start"
+    if not (done / "warm_start.json").exists():
+        train(load_config(config, [f"seed={seed}", f"output_dir={work / 'warm'}", "train.steps=0",
+                                   "train.resume=false", "verifier_workers=0"]))
+    return done
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """Plain-text table: columns are (key, header, format)."""
+    head = [h for _, h, _ in columns]
+    body = [[(f"{r[k]:{fmt}}" if isinstance(r.get(k), (int, float)) else str(r.get(k, "-"))) for k, _, fmt in columns] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in body]
+    return "\n".join(lines)
