@@ -67,6 +67,10 @@ def repeat_prompts(inputs: dict, g: int) -> dict:
             out[extra] = torch.as_tensor(inputs[extra]).repeat_interleave(g, dim=0)
     out["_n_images"] = [c for c in inputs["_n_images"] for _ in range(g)]
     out["_n_videos"] = [c for c in inputs["_n_videos"] for _ in range(g)]
+    # which prompt each row repeats: lets a forward encode each prompt's media once per group
+    out["_base"] = inputs.get("_base", inputs)
+    base_rows = inputs.get("_row_prompt", list(range(len(inputs["_n_images"]))))
+    out["_row_prompt"] = [r for r in base_rows for _ in range(g)]
     return out
 
 
@@ -87,6 +91,9 @@ def select_rows(inputs: dict, rows: list[int]) -> dict:
         out["second_per_grid_ts"] = torch.as_tensor(inputs["second_per_grid_ts"])[rows]
     out["_n_images"] = [inputs["_n_images"][r] for r in rows]
     out["_n_videos"] = [inputs["_n_videos"][r] for r in rows]
+    if "_base" in inputs:
+        out["_base"] = inputs["_base"]
+        out["_row_prompt"] = [inputs["_row_prompt"][r] for r in rows]
     return out
 
 

@@ -6,7 +6,47 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.collate import model_kwargs
+from mmrlvr.data.collate import model_kwargs, select_rows
+
+_MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
+          ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
+
+
+def _unwrap(model):
+    model = getattr(model, "module", model)  # DDP
+    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+
+
+def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
+    """Encode each distinct prompt's images/videos once and hand every row its prompt's features.
+
+    Rows of a group repeat one prompt; the vision tower then runs B times instead of B * G, and
+    the gradient through the shared features is the sum over the group, exactly as if each row
+    had been encoded on its own. None when the inputs or the model do not allow it.
+    """
+    inner = _unwrap(model)
+    if "_base" not in prompt_inputs or not getattr(inner, "_supports_mm_encoder_outputs", lambda: False)():
+        return None
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    rows = prompt_inputs["_row_prompt"]
+    uniq = sorted(set(rows))
+    sub = select_rows(prompt_inputs["_base"], uniq)
+    out = {}
+    for modality, pix, grid, counts in _MEDIA:
+        if pix not in sub:
+            continue
+        fn = getattr(inner.model, f"get_{modality}_features", None)
+        if fn is None:
+            return None
+        device = next(inner.parameters()).device
+        feats = fn(sub[pix].to(device), sub[grid].to(device), return_dict=True).pooler_output
+        if not isinstance(feats, (list, tuple)) or len(feats) != sum(sub[counts]):
+            return None  # a model that does not give one feature block per image: encode per row
+        starts = {p: sum(sub[counts][:i]) for i, p in enumerate(uniq)}
+        per_row = [feats[starts[p] + j] for p in rows for j in range(prompt_inputs["_base"][counts][p])]
+        out[modality] = BaseModelOutputWithPooling(pooler_output=tuple(per_row))
+    return out
 
 
 def join_prompt_completion(
@@ -64,6 +104,11 @@ def completion_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(N, T) log-probs (and entropies) of the completion tokens given their prompts."""
     kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask)
+    shared = shared_media_outputs(model, prompt_inputs)
+    if shared:
+        for _, pix, _, _ in _MEDIA:
+            kw.pop(pix, None)  # the grids stay: they place the media in the 3-D positions
+        kw["mm_encoder_outputs"] = shared
     t = completion_ids.shape[1]
     out = model(**kw, logits_to_keep=t + 1, use_cache=False)
     logits = out.logits[:, :t]

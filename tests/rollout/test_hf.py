@@ -51,3 +51,28 @@ def test_generate_logprobs_equal_teacher_forced_forward(tiny):
     ref = torch.log_softmax(logits, -1).gather(-1, out.completion_ids.unsqueeze(-1)).squeeze(-1)
     m = out.completion_mask.bool()
     assert (lp - ref)[m].abs().max().item() < 1e-4
+
+
+def test_media_encoded_once_per_group_gives_the_same_logprobs_and_gradients(fresh_tiny):
+    """Sharing one encoding of a prompt's image across its group is exact, not an approximation."""
+    from mmrlvr.data.collate import encode_prompts, pad_right, select_rows
+    from mmrlvr.train.logprobs import shared_media_outputs
+
+    model, processor = fresh_tiny
+    samples = _samples()
+    rep = repeat_prompts(encode_prompts(processor, samples), 3)
+    plain = {k: v for k, v in rep.items() if k not in ("_base", "_row_prompt")}
+    assert shared_media_outputs(model, rep) is not None and shared_media_outputs(model, plain) is None
+    ids, mask = pad_right([[100, 101, 102, 103], [104, 105], [106], [107, 108, 109], [110], [111, 112]], 0)
+
+    def run(inputs, rows):
+        model.zero_grad()
+        lp, _ = completion_logprobs(model, select_rows(inputs, rows), ids[rows], mask[rows])
+        (lp * mask[rows]).sum().backward()
+        return lp.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    for rows in ([0, 1, 2, 3, 4, 5], [1, 4, 5]):
+        a, ga = run(rep, rows)
+        b, gb = run(plain, rows)
+        assert torch.allclose(a, b, atol=1e-6)
+        assert len(ga) == len(gb) and all(torch.allclose(x, y, atol=1e-5) for x, y in zip(ga, gb))
