@@ -209,7 +209,8 @@ def main() -> int:
         ratio = {"framework": "mmrlvr/TRL", "loss": loss}
         for key in ("s_per_step", "completions_per_s", "peak_rss_mb", "gen_share", "heldout_acc"):
             ratio[key] = per["mmrlvr"][key] / max(per["trl"][key], 1e-9)
-        rows += [per["mmrlvr"], per["trl"], ratio]
+        shown = {k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in ratio.items()}  # ratios, not MB
+        rows += [per["mmrlvr"], per["trl"], shown]
         report["results"][loss] = {"mmrlvr": per["mmrlvr"], "trl": per["trl"], "ratio": ratio, "raw": runs}
     cols = [("loss", "loss", ""), ("framework", "framework", ""), ("s_per_step", "s/step", ".3f"),
             ("completions_per_s", "compl/s", ".1f"), ("peak_rss_mb", "peak RSS MB", ".0f"),

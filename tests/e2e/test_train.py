@@ -82,3 +82,18 @@ def test_presets_run_and_log_their_metrics(tmp_path, preset, extra):
     if preset == "gspo":
         # two epochs x two mini-batches: the second pass sees a changed policy, ratios move off 1
         assert any(r["actor/approx_kl"] > 0 for r in step)
+
+
+def test_lora_run_with_kl_to_the_adapter_free_base_and_resume(tmp_path):
+    """LoRA trains only the adapter; the KL reference is the base model with the adapter off."""
+    # no warm start: it would train the adapter too, and the reference is the adapter-free base
+    lora = ["model.lora_rank=4", "model.lora_alpha=8", "algo.kl_coef=0.05", "train.lr=5e-3", "warm_start.steps=0"]
+    _, run = _run(tmp_path, "lora", [*lora, "train.steps=2"])
+    assert (run / "checkpoints" / "step_2" / "adapter_config.json").exists()
+    summary, run = _run(tmp_path, "lora", [*lora, "train.steps=3"])  # resumes from the adapter checkpoint
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    step = {r["step"]: r for r in rows if "reward/mean" in r}
+    assert sorted(step) == [1, 2, 3]
+    assert step[1]["loss/kl"] == pytest.approx(0.0, abs=1e-6)  # adapter starts as a no-op
+    assert step[3]["loss/kl"] > 0.0
+    assert 0.0 <= summary["eval_after"]["accuracy"] <= 1.0
