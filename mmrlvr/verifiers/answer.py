@@ -6,7 +6,7 @@ import re
 
 from mmrlvr.types import Verdict
 from mmrlvr.verifiers.base import register_verifier
-from mmrlvr.verifiers.extract import Hedged, extract_answer
+from mmrlvr.verifiers.extract import final_answer
 
 _INT = re.compile(r"^[+-]?\d{1,18}$")
 # an optional think block, then one answer block, and nothing else
@@ -26,12 +26,9 @@ def count(completion: str, sample) -> Verdict:
     drift into junk that later verifiers or users must read.
     """
     fmt = float(answer_only(completion))
-    try:
-        ans = extract_answer(completion)
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}", {"correct": 0.0, "format": fmt})
-    if ans is None:
-        return Verdict(0.0, "no final answer", {"correct": 0.0, "format": fmt})
+    ans, failed = final_answer(completion, parts={"correct": 0.0, "format": fmt})
+    if failed:
+        return failed
     ans = ans.strip().replace(",", "")
     if not _INT.match(ans):
         return Verdict(0.0, f"answer {ans[:40]!r} is not an integer", {"correct": 0.0, "format": fmt})
@@ -84,12 +81,9 @@ def math_equal(pred: str, ref: str) -> bool:
 @register_verifier("math", "symbolic/numeric equivalence with math-verify (units, degrees, x = tolerated)")
 def math_answer(completion: str, sample) -> Verdict:
     """1 when the final answer equals the reference expression (1/2 = 0.5 = \\frac{1}{2})."""
-    try:
-        ans = extract_answer(completion)
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}")
-    if ans is None:
-        return Verdict(0.0, "no final answer")
+    ans, failed = final_answer(completion)
+    if failed:
+        return failed
     if len(ans) > MAX_MATH_CHARS:
         return Verdict(0.0, f"answer of {len(ans)} characters is too long to be an answer")
     ok = math_equal(ans, str(sample.reference))
@@ -130,12 +124,9 @@ def parse_choice(ans: str, options: list[str] | None = None, letters: str = "ABC
 @register_verifier("choice", "option letter (B, (B), 'The answer is B' or the option's text); two letters score 0")
 def choice(completion: str, sample) -> Verdict:
     """1 when exactly one option is chosen and it is the reference letter."""
-    try:
-        ans = extract_answer(completion)
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}")
-    if ans is None:
-        return Verdict(0.0, "no final answer")
+    ans, failed = final_answer(completion)
+    if failed:
+        return failed
     meta = getattr(sample, "meta", None) or {}
     picked = parse_choice(ans[:2000], meta.get("options"))
     if len(picked) != 1:
@@ -163,12 +154,9 @@ def parse_number(text: str) -> float | None:
 @register_verifier("number", "number within relative tolerance meta.rel_tol (default 0.05)")
 def number(completion: str, sample) -> Verdict:
     """1 when |pred - ref| <= rel_tol * |ref| (exact when ref is 0)."""
-    try:
-        ans = extract_answer(completion)
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}")
-    if ans is None:
-        return Verdict(0.0, "no final answer")
+    ans, failed = final_answer(completion)
+    if failed:
+        return failed
     pred = parse_number(ans[:200])
     if pred is None:
         return Verdict(0.0, f"no single number in {ans[:40]!r}")

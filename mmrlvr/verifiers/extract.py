@@ -71,3 +71,22 @@ def extract_answer(text: str) -> str | None:
     if m:
         return m.group(1).strip()
     return None
+
+
+def final_answer(completion: str, fallback_to_text: bool = False, parts: dict | None = None):
+    """(answer, None), or (None, a zero Verdict saying why) when there is no single final answer.
+
+    With `fallback_to_text`, a completion without an answer tag, box or phrase is itself the
+    answer (boxes, orders and segments are often written bare).
+    """
+    from mmrlvr.types import Verdict
+
+    try:
+        ans = extract_answer(completion)
+    except Hedged as exc:
+        return None, Verdict(0.0, f"hedged: {exc}", dict(parts or {}))
+    if ans is None:
+        if fallback_to_text:
+            return completion[-MAX_CHARS:], None
+        return None, Verdict(0.0, "no final answer", dict(parts or {}))
+    return ans, None

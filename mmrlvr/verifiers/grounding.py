@@ -8,7 +8,7 @@ import re
 
 from mmrlvr.types import Verdict
 from mmrlvr.verifiers.base import register_verifier
-from mmrlvr.verifiers.extract import Hedged, extract_answer
+from mmrlvr.verifiers.extract import final_answer
 from mmrlvr.verifiers.geometry import giou, iou
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
@@ -56,14 +56,6 @@ def parse_boxes(text: str) -> list[list[float]]:
     return [b for _, b in sorted(found)]
 
 
-def _answer_text(completion: str) -> str:
-    try:
-        ans = extract_answer(completion)
-    except Hedged:
-        raise
-    return ans if ans is not None else completion
-
-
 def to_image_frame(box: list[float], meta: dict) -> list[float]:
     """Map a predicted box into pixels of the original image per meta.box_format."""
     fmt = meta.get("box_format", "absolute")
@@ -109,10 +101,10 @@ def _score(pred: list[float], ref: list[float], meta: dict) -> tuple[float, floa
 def iou_verifier(completion: str, sample) -> Verdict:
     """Score = IoU (or (GIoU+1)/2, or IoU >= threshold); more than one box scores 0."""
     meta = dict(getattr(sample, "meta", None) or {})
-    try:
-        boxes = parse_boxes(_answer_text(completion))
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}")
+    text, failed = final_answer(completion, fallback_to_text=True)
+    if failed:
+        return failed
+    boxes = parse_boxes(text)
     if not boxes:
         return Verdict(0.0, "no box found", {"iou": 0.0})
     if len(boxes) > 1:
@@ -134,10 +126,10 @@ def boxes_verifier(completion: str, sample) -> Verdict:
 
     meta = dict(getattr(sample, "meta", None) or {})
     refs = [[float(v) for v in b] for b in sample.reference]
-    try:
-        preds = parse_boxes(_answer_text(completion))
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}")
+    text, failed = final_answer(completion, fallback_to_text=True)
+    if failed:
+        return failed
+    preds = parse_boxes(text)
     if len(preds) > 10 * max(len(refs), 1) + 10:
         return Verdict(0.0, f"{len(preds)} boxes: far too many")
     mapped = [to_image_frame(b, meta) for b in preds]

@@ -7,7 +7,7 @@ import re
 
 from mmrlvr.types import Verdict
 from mmrlvr.verifiers.base import register_verifier
-from mmrlvr.verifiers.extract import Hedged, extract_answer
+from mmrlvr.verifiers.extract import MAX_CHARS, final_answer
 from mmrlvr.verifiers.geometry import kendall_tau, segment_iou
 
 _SPLIT = re.compile(r"\s*(?:,|->|→|=>|>|;|\bthen\b|\s)\s*", re.I)
@@ -23,11 +23,12 @@ def parse_order(text: str) -> list[str]:
 def order(completion: str, sample) -> Verdict:
     """A missing, unknown or repeated label scores 0."""
     ref = [str(x) for x in sample.reference]
-    try:
-        ans = extract_answer(completion)
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}")
-    pred = parse_order(ans if ans is not None else completion.strip().splitlines()[-1] if completion.strip() else "")
+    ans, failed = final_answer(completion)
+    if failed and ans is None and "hedged" in failed.reason:
+        return failed
+    if ans is None:  # written bare: the last line holds the order
+        ans = (completion[-MAX_CHARS:].strip().splitlines() or [""])[-1]
+    pred = parse_order(ans)
     known = {x.casefold(): x for x in ref}
     pred = [known.get(p.casefold(), p) for p in pred]
     if len(set(pred)) != len(pred):
@@ -59,11 +60,10 @@ def parse_segment(text: str) -> tuple[float, float] | None:
 @register_verifier("tiou", "temporal IoU of a [start, end] segment in seconds")
 def tiou(completion: str, sample) -> Verdict:
     """Score = temporal IoU; an end before its start scores 0."""
-    try:
-        ans = extract_answer(completion)
-    except Hedged as exc:
-        return Verdict(0.0, f"hedged: {exc}")
-    seg = parse_segment(ans if ans is not None else completion)
+    ans, failed = final_answer(completion, fallback_to_text=True)
+    if failed:
+        return failed
+    seg = parse_segment(ans)
     if seg is None:
         return Verdict(0.0, "no single [start, end] segment")
     if seg[1] <= seg[0]:
