@@ -47,11 +47,14 @@ class Completion:
 
 @dataclass
 class RolloutBatch:
-    """Everything the update needs, on one device; built once per RL step."""
+    """One RL step's scored rollouts: everything the update needs, built once per step."""
 
-    inputs: dict  # processor outputs for the N = B*G prompts (left padded)
-    completion_ids: torch.Tensor  # (N, T) sampled tokens, right padded with pad id
-    completion_mask: torch.Tensor  # (N, T) 1 for sampled tokens, 0 for padding
-    old_logprobs: torch.Tensor | None  # (N, T) log-probs under the sampling policy
-    rewards: torch.Tensor  # (B, G) scalar rewards, NaN where unscorable
-    advantages: torch.Tensor | None = None  # (B, G) or (N, T)
+    samples: list  # B prompts
+    prompt_inputs: dict  # processor outputs for the N = B*G rows (left padded), groups contiguous
+    completion_ids: "torch.Tensor"  # (N, T) sampled tokens, right padded
+    completion_mask: "torch.Tensor"  # (N, T) 1 for sampled tokens
+    truncated: "torch.Tensor"  # (N,) bool: hit max_new_tokens without an end token
+    rewards: "torch.Tensor"  # (B, G) verifier rewards, NaN where unscorable
+    texts: list  # N completion texts
+    verdicts: list  # N verdicts (of the first reward term)
+    metrics: dict  # rollout/..., reward/..., time/... of this step

@@ -69,14 +69,13 @@ def train(cfg: Config) -> dict:
         state["eval_before"] = {k: v for k, v in run_eval().items() if k != "examples"}
         progress.note(f"held-out accuracy before RL: {state['eval_before']['accuracy']:.3f}")
     stream = PromptStream(train_set, cfg.seed, pos=state["data_pos"])
+    model.train()  # the engine switches to eval for sampling and back
 
     for step in range(state["step"] + 1, cfg.train.steps + 1):
         t0 = time.perf_counter()
         # 1-3. sample prompts, generate G completions each, score them (dynamic sampling inside)
-        policy.eval()
         batch = collect(engine, stream, scorer, cfg, algo, seed=cfg.seed * 100_003 + step)
         # 4-5. advantages and the policy update (ppo_epochs x mini_batches optimizer steps)
-        model.train()
         t1 = time.perf_counter()
         stats = update(model, ref_model, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=step)
         engine.sync_weights(policy)

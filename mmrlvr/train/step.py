@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
-
 import torch
 
 from mmrlvr.algos.advantages import compute_advantages
@@ -14,6 +12,7 @@ from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_p
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.rewards import score_completions
+from mmrlvr.types import RolloutBatch
 
 
 class PromptStream:
@@ -33,20 +32,7 @@ class PromptStream:
         return out
 
 
-@dataclass
-class Batch:
-    samples: list  # B prompts
-    prompt_inputs: dict  # N = B*G prompt rows (left padded), groups contiguous
-    completion_ids: torch.Tensor  # (N, T)
-    completion_mask: torch.Tensor  # (N, T)
-    truncated: torch.Tensor  # (N,) bool
-    rewards: torch.Tensor  # (B, G) verifier reward
-    texts: list  # N completion texts
-    verdicts: list  # N verdicts (first reward term)
-    metrics: dict
-
-
-def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> Batch:
+def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> RolloutBatch:
     """Sample G completions for B prompts and score them; with dynamic sampling, drop groups
     whose rewards are all equal and sample again (at most `max_rounds` rounds)."""
     b, g = cfg.rollout.prompts_per_step, cfg.rollout.group_size
@@ -96,10 +82,10 @@ def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> Batch
     })
     truncated = torch.tensor([c.truncated for c in comps])
     metrics["rollout/truncated_frac"] = truncated.float().mean().item()
-    return Batch(prompts, inputs, ids, mask, truncated, rewards, [c.text for c in comps], verdicts, metrics)
+    return RolloutBatch(prompts, inputs, ids, mask, truncated, rewards, [c.text for c in comps], verdicts, metrics)
 
 
-def advantages_for(batch: Batch, cfg, algo) -> tuple[torch.Tensor, torch.Tensor]:
+def advantages_for(batch: RolloutBatch, cfg, algo) -> tuple[torch.Tensor, torch.Tensor]:
     """Shaped rewards -> per-sequence advantages (N, 1) and the loss mask (N, T)."""
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:
@@ -120,7 +106,7 @@ def _denominator(mask: torch.Tensor, aggregation: str) -> torch.Tensor:
     return (mask.sum(1) > 0).sum().clamp(min=1).float()
 
 
-def _micro_loss(model, batch: Batch, rows, adv, mask, old, ref, algo, cfg, suppress, denom):
+def _micro_loss(model, batch: RolloutBatch, rows, adv, mask, old, ref, algo, cfg, suppress, denom):
     inputs = select_rows(batch.prompt_inputs, rows)
     lp, ent = completion_logprobs(
         model, inputs, batch.completion_ids[rows], batch.completion_mask[rows],
@@ -145,7 +131,7 @@ def _micro_loss(model, batch: Batch, rows, adv, mask, old, ref, algo, cfg, suppr
 
 
 @torch.no_grad()
-def _logprobs_of(model, batch: Batch, cfg, suppress) -> torch.Tensor:
+def _logprobs_of(model, batch: RolloutBatch, cfg, suppress) -> torch.Tensor:
     lp, _ = completion_logprobs(
         model, batch.prompt_inputs, batch.completion_ids, batch.completion_mask,
         temperature=cfg.rollout.temperature, suppress_ids=suppress,
@@ -153,7 +139,7 @@ def _logprobs_of(model, batch: Batch, cfg, suppress) -> torch.Tensor:
     return lp
 
 
-def reference_logprobs(model, ref_model, batch: Batch, cfg, suppress) -> torch.Tensor:
+def reference_logprobs(model, ref_model, batch: RolloutBatch, cfg, suppress) -> torch.Tensor:
     """Log-probs under the reference policy: a frozen copy, or (LoRA) the base with the adapter off."""
     if ref_model is not None:
         return _logprobs_of(ref_model, batch, cfg, suppress)
@@ -161,7 +147,7 @@ def reference_logprobs(model, ref_model, batch: Batch, cfg, suppress) -> torch.T
         return _logprobs_of(model, batch, cfg, suppress)
 
 
-def update(model, ref_model, optimizer, accelerator, batch: Batch, cfg, algo, suppress, seed: int) -> dict:
+def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, algo, suppress, seed: int) -> dict:
     """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
     `grad_accum` micro-batches. Sequences with zero advantage (and no KL/entropy term) are skipped
     in the forward: they add nothing to the gradient, only to the denominator, which is kept."""
