@@ -50,10 +50,10 @@ def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
 
 
 def join_prompt_completion(
-    prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor
+    prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor, device=None
 ) -> dict:
-    """Concatenate left-padded prompts (N, P) with right-padded completions (N, T)."""
-    kw = model_kwargs(prompt_inputs)
+    """Concatenate left-padded prompts (N, P) with right-padded completions (N, T), on `device`."""
+    kw = model_kwargs(prompt_inputs, device)
     device = kw["input_ids"].device
     completion_ids = completion_ids.to(device)
     completion_mask = completion_mask.to(device)
@@ -103,7 +103,7 @@ def completion_logprobs(
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(N, T) log-probs (and entropies) of the completion tokens given their prompts."""
-    kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask)
+    kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask, next(model.parameters()).device)
     shared = shared_media_outputs(model, prompt_inputs)
     if shared:
         for _, pix, _, _ in _MEDIA:
