@@ -82,7 +82,7 @@ def build(
                 reference=n_red,
                 verifier="count",
                 images=(_draw(list(lay), rng),),
-                meta={"teacher": teacher, "n_shapes": len(lay)},
+                meta={"teacher": teacher, "n_shapes": len(lay), "board": sorted(lay)},
                 target=f"<answer>{teacher}</answer>",
             )
         )

@@ -63,3 +63,26 @@ def test_zero_advantage_groups_are_skipped_without_changing_the_update(fresh_tin
     d_all, stats_all = _apply(model, batch, cfg, resolve_algo(cfg.algo, 6), suppress)
     assert stats_all["actor/updated_seqs_frac"] == 1.0
     assert max((a - b).abs().max().item() for a, b in zip(d_skip, d_all)) < 1e-5
+
+
+def test_dynamic_sampling_rounds_and_drops(fresh_tiny, tmp_path):
+    """All-equal groups are dropped and sampled again, up to max_rounds; then topped up."""
+    model, processor = fresh_tiny
+    plugin = tmp_path / "v.py"
+    plugin.write_text("def always(c, s):\n    return 1.0\n\ndef parity(c, s):\n    return float(len(c) % 2)\n")
+    samples = load_task("counting", "train", 64, 0)
+    engine = HFRolloutEngine(model, processor)
+    base = ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
+            "algo.algorithm=dapo", "algo.max_rounds=3"]
+    cfg = load_config(None, base + [f"rewards=[{{verifier: {plugin}:always}}]"])
+    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), cfg, resolve_algo(cfg.algo, 6), seed=0)
+    # every group is uninformative: 3 rounds of 2 groups, all dropped; the batch is topped up
+    assert batch.metrics["rollout/rounds"] == 3 and batch.metrics["rollout/dropped_groups"] == 6
+    assert batch.rewards.shape == (2, 4) and batch.completion_ids.shape[0] == 8
+    assert batch.prompt_inputs["input_ids"].shape[0] == 8
+    cfg = load_config(None, base + [f"rewards=[{{verifier: {plugin}:parity}}]", "rollout.temperature=2.0"])
+    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), cfg, resolve_algo(cfg.algo, 6), seed=0)
+    # random parities: every group kept for the update has mixed rewards, found within the rounds
+    assert all(len(set(row.tolist())) > 1 for row in batch.rewards)
+    rounds, dropped = batch.metrics["rollout/rounds"], batch.metrics["rollout/dropped_groups"]
+    assert 1 <= rounds <= 3 and dropped <= 2 * rounds - 2
