@@ -64,6 +64,7 @@ def train(cfg: Config) -> dict:
     state = {"step": 0, "data_pos": 0, "eval_before": None, "warm_start": warm}
     if ckpt is not None:
         state = load_trainer_state(ckpt, optimizer)
+        log.truncate_after(state["step"])
         progress.note(f"resumed from {ckpt} (step {state['step']})")
     if state["eval_before"] is None:
         state["eval_before"] = {k: v for k, v in run_eval().items() if k != "examples"}

@@ -18,6 +18,16 @@ class MetricsWriter:
             self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
             self._jsonl = open(self.run_dir / "metrics.jsonl", "a", buffering=1)
 
+    def truncate_after(self, step: int) -> None:
+        """On resume: drop lines a killed run wrote after its last checkpoint (they are redone)."""
+        if not self.enabled:
+            return
+        self._jsonl.close()
+        path = self.run_dir / "metrics.jsonl"
+        kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
+        path.write_text("".join(line + "\n" for line in kept))
+        self._jsonl = open(path, "a", buffering=1)
+
     def log(self, step: int, metrics: dict) -> None:
         if not self.enabled:
             return
