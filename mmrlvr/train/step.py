@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+
 import torch
 
 from mmrlvr.algos.advantages import compute_advantages
@@ -20,14 +21,16 @@ class PromptStream:
 
     def __init__(self, samples, seed: int, pos: int = 0):
         self.samples, self.seed, self.pos = samples, seed, pos
+        self._epoch, self._order = -1, []
 
     def take(self, n: int) -> list:
         out = []
         for _ in range(n):
             epoch, i = divmod(self.pos, len(self.samples))
-            order = list(range(len(self.samples)))
-            random.Random(f"data-{self.seed}-{epoch}").shuffle(order)
-            out.append(self.samples[order[i]])
+            if epoch != self._epoch:  # a fresh seeded shuffle per pass over the data
+                self._epoch, self._order = epoch, list(range(len(self.samples)))
+                random.Random(f"data-{self.seed}-{epoch}").shuffle(self._order)
+            out.append(self.samples[self._order[i]])
             self.pos += 1
         return out
 

@@ -86,3 +86,10 @@ def test_dynamic_sampling_rounds_and_drops(fresh_tiny, tmp_path):
     assert all(len(set(row.tolist())) > 1 for row in batch.rewards)
     rounds, dropped = batch.metrics["rollout/rounds"], batch.metrics["rollout/dropped_groups"]
     assert 1 <= rounds <= 3 and dropped <= 2 * rounds - 2
+
+
+def test_prompt_stream_resumes_at_its_position_and_reshuffles_each_pass():
+    full = PromptStream(list(range(10)), seed=0).take(25)
+    assert PromptStream(list(range(10)), seed=0, pos=13).take(12) == full[13:]
+    assert sorted(full[:10]) == list(range(10)) and sorted(full[10:20]) == list(range(10))
+    assert full[:10] != full[10:20]  # a new order every pass
