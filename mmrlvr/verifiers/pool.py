@@ -76,9 +76,10 @@ def _light(sample):
 class VerifierPool:
     """Callable scorer: `pool(spec, completions, samples) -> list[Verdict]`, order preserved."""
 
-    def __init__(self, timeout: float = 5.0, workers: int = 2):
+    def __init__(self, timeout: float = 5.0, workers: int = 2, grace: float = 10.0):
         self.timeout = float(timeout)
         self.workers = max(1, int(workers))
+        self.grace = float(grace)  # extra seconds the parent waits (worker start-up) before killing
         self._pool: ProcessPoolExecutor | None = None
         self._specs: dict[str, str] = {}
 
@@ -104,7 +105,7 @@ class VerifierPool:
         chunks = [items[i : i + size] for i in range(0, len(items), size)]
         pool = self._executor()
         futures = [pool.submit(_run_chunk, self._specs[spec], chunk, self.timeout) for chunk in chunks]
-        deadline = self.timeout * (math.ceil(len(items) / self.workers) + 1) + 10.0
+        deadline = self.timeout * (math.ceil(len(items) / self.workers) + 1) + self.grace
         t0 = time.monotonic()
         wait(futures, timeout=deadline)
         out: list[Verdict] = []
