@@ -6,6 +6,7 @@ completions share one processed prompt, which is repeated (not re-processed) per
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import torch
@@ -36,42 +37,17 @@ def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
     return inputs
 
 
-def _repeat_media(pixels: torch.Tensor, grid: torch.Tensor, counts: list[int], g: int):
-    """Repeat each sample's media rows g times, keeping samples in order."""
-    rows = grid.prod(dim=1).tolist()
-    pix_chunks = list(torch.split(pixels, rows))
-    grid_chunks = list(torch.split(grid, 1))
-    out_pix, out_grid, i = [], [], 0
-    for c in counts:
-        for _ in range(g):
-            out_pix.extend(pix_chunks[i : i + c])
-            out_grid.extend(grid_chunks[i : i + c])
-        i += c
-    return torch.cat(out_pix), torch.cat(out_grid)
-
-
 def repeat_prompts(inputs: dict, g: int) -> dict:
-    """(B, ...) prompt inputs -> (B*G, ...), each prompt repeated g times contiguously."""
+    """(B, ...) prompt inputs -> (B*G, ...), each prompt repeated g times contiguously.
+
+    The result remembers which prompt each row repeats (`_base`, `_row_prompt`), so a forward can
+    encode each prompt's media once per group instead of once per row.
+    """
     if g == 1:
         return inputs
-    out = {}
-    for key, value in inputs.items():
-        if key in ("input_ids", "attention_mask", "mm_token_type_ids"):
-            out[key] = value.repeat_interleave(g, dim=0)
-    for kind, counts in (("image", inputs["_n_images"]), ("video", inputs["_n_videos"])):
-        pix, grid = f"pixel_values{'_videos' if kind == 'video' else ''}", f"{kind}_grid_thw"
-        if pix in inputs:
-            out[pix], out[grid] = _repeat_media(inputs[pix], inputs[grid], counts, g)
-    for extra in ("second_per_grid_ts",):
-        if extra in inputs:
-            out[extra] = torch.as_tensor(inputs[extra]).repeat_interleave(g, dim=0)
-    out["_n_images"] = [c for c in inputs["_n_images"] for _ in range(g)]
-    out["_n_videos"] = [c for c in inputs["_n_videos"] for _ in range(g)]
-    # which prompt each row repeats: lets a forward encode each prompt's media once per group
-    out["_base"] = inputs.get("_base", inputs)
-    base_rows = inputs.get("_row_prompt", list(range(len(inputs["_n_images"]))))
-    out["_row_prompt"] = [r for r in base_rows for _ in range(g)]
-    return out
+    n = len(inputs["_n_images"])
+    src = inputs if "_base" in inputs else {**inputs, "_base": inputs, "_row_prompt": list(range(n))}
+    return select_rows(src, [r for r in range(n) for _ in range(g)])
 
 
 def select_rows(inputs: dict, rows: list[int]) -> dict:
@@ -82,7 +58,7 @@ def select_rows(inputs: dict, rows: list[int]) -> dict:
         if pix not in inputs:
             continue
         per_media = list(torch.split(inputs[pix], inputs[grid].prod(dim=1).tolist()))
-        starts = [sum(counts[:i]) for i in range(len(counts))]
+        starts = [0, *itertools.accumulate(counts)]
         keep = [j for r in rows for j in range(starts[r], starts[r] + counts[r])]
         if keep:
             out[pix] = torch.cat([per_media[j] for j in keep])

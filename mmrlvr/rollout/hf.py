@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.collate import encode_prompts, model_kwargs, pad_right
+from mmrlvr.data.collate import encode_prompts, model_kwargs
 from mmrlvr.types import Completion, Sample
 
 VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
@@ -86,15 +86,17 @@ class HFRolloutEngine:
         seqs = self.model.generate(**model_kwargs(prompt_inputs, device), **gen_kwargs)
         if was_training:
             self.model.train()
-        prompt_len = prompt_inputs["input_ids"].shape[1]
-        new = seqs[:, prompt_len:].cpu().tolist()
-        completions, token_lists = [], []
-        stop = set(self.stop_ids)
-        for i, toks in enumerate(new):
-            cut = next((j for j, t in enumerate(toks) if t in stop), None)
-            kept = toks if cut is None else toks[: cut + 1]
-            token_lists.append(kept)
-            text = self.processor.tokenizer.decode(kept, skip_special_tokens=True)
-            completions.append(Completion(i // group_size, text, kept, truncated=cut is None))
-        ids, mask = pad_right(token_lists, self.pad_id)
+        new = seqs[:, prompt_inputs["input_ids"].shape[1]:].cpu()
+        # keep each completion up to and including its first stop token (generate pads after it)
+        is_stop = torch.isin(new, torch.tensor(self.stop_ids))
+        finished = is_stop.any(dim=1)
+        lengths = torch.where(finished, is_stop.int().argmax(dim=1) + 1, new.shape[1])
+        mask = (torch.arange(new.shape[1]) < lengths[:, None]).long()
+        ids = torch.where(mask.bool(), new, self.pad_id)
+        token_lists = [row[:n].tolist() for row, n in zip(new, lengths.tolist())]
+        texts = self.processor.tokenizer.batch_decode(token_lists, skip_special_tokens=True)
+        completions = [
+            Completion(i // group_size, text, toks, truncated=not done)
+            for i, (text, toks, done) in enumerate(zip(texts, token_lists, finished.tolist()))
+        ]
         return RolloutOutput(completions, prompt_inputs, ids, mask)

@@ -30,28 +30,24 @@ def score_completions(
     b = len(samples)
     total = torch.zeros(b * group_size)
     metrics: dict = {}
-    first: list[Verdict] = []
-    per_completion_samples = [samples[c.sample_index] for c in completions]
-    by_spec: dict[str, list[int]] = defaultdict(list)
-    weights: dict[tuple[str, int], float] = {}
-    for i, s in enumerate(per_completion_samples):
+    per_completion = [samples[c.sample_index] for c in completions]
+    by_spec: dict[str, list[tuple[int, float]]] = defaultdict(list)  # spec -> (completion, weight)
+    for i, s in enumerate(per_completion):
         for spec, w in reward_terms(terms, s):
-            by_spec[spec].append(i)
-            weights[(spec, i)] = w
-    verdicts_by_index: dict[int, Verdict] = {}
-    for spec, idx in by_spec.items():
-        verdicts = scorer(spec, [completions[i].text for i in idx], [per_completion_samples[i] for i in idx])
+            by_spec[spec].append((i, w))
+    first: dict[int, Verdict] = {}
+    for spec, pairs in by_spec.items():
+        idx = [i for i, _ in pairs]
+        verdicts = scorer(spec, [completions[i].text for i in idx], [per_completion[i] for i in idx])
         scores = torch.tensor([v.score for v in verdicts])
-        total[idx] += scores * torch.tensor([weights[(spec, i)] for i in idx])
-        name = spec.rsplit(":", 1)[-1] if ":" in spec else spec
+        total[idx] += scores * torch.tensor([w for _, w in pairs])
+        name = spec.rsplit(":", 1)[-1]
         metrics[f"reward/{name}"] = scores.mean().item()
         parts: dict = defaultdict(list)
         for v in verdicts:
             for k, x in v.parts.items():
                 parts[k].append(x)
-        for k, xs in parts.items():
-            metrics[f"reward/{name}/{k}"] = sum(xs) / len(xs)
+        metrics.update({f"reward/{name}/{k}": sum(xs) / len(xs) for k, xs in parts.items()})
         for i, v in zip(idx, verdicts):
-            verdicts_by_index.setdefault(i, v)
-    first = [verdicts_by_index[i] for i in range(len(completions))]
-    return total.view(b, group_size), metrics, first
+            first.setdefault(i, v)
+    return total.view(b, group_size), metrics, [first[i] for i in range(len(completions))]

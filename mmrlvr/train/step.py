@@ -159,7 +159,8 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
     multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
     old = _logprobs_of(model, batch, cfg, suppress) if multi else None
     ref = reference_logprobs(model, ref_model, batch, cfg, suppress) if algo.kl_coef > 0 else None
-    skip_zero = ref is None and not algo.entropy_coef
+    # rows that can move the gradient: a non-zero advantage, or a KL/entropy term on every row
+    needed = adv.ne(0).any(dim=1) if (ref is None and not algo.entropy_coef) else torch.ones(n, dtype=torch.bool)
     summed: dict = {}  # already divided by the mini-batch denominator: add up per step
     weighted: dict = {}  # per-token means: weight by tokens
     tokens = 0.0
@@ -169,7 +170,7 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
         order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
         for mb in torch.tensor_split(order, algo.mini_batches):
             denom = _denominator(mask[mb], algo.aggregation)
-            active = [int(r) for r in mb if not (skip_zero and bool((adv[r] == 0).all()))]
+            active = mb[needed[mb]].tolist()
             for micro in [m for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]:
                 micro = sorted(micro)
                 loss, stats, ntok = _micro_loss(model, batch, micro, adv, mask, old, ref, algo, cfg, suppress, denom)

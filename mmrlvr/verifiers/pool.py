@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, wait
 from typing import Sequence
 
 from mmrlvr.types import Sample, Verdict
-from mmrlvr.verifiers.base import clean_verdict, resolve_verifier
+from mmrlvr.verifiers.base import resolve_verifier, safe_verify
 
 
 class VerifierTimeout(BaseException):
@@ -44,11 +44,9 @@ def _run_chunk(spec: str, items: list, timeout: float) -> list[Verdict]:
     for completion, sample in items:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
-            out.append(clean_verdict(fn(completion, sample)))
+            out.append(safe_verify(fn, completion, sample))  # VerifierTimeout is not an Exception
         except VerifierTimeout:
             out.append(Verdict(0.0, f"verifier timed out after {timeout:g}s"))
-        except Exception as exc:  # noqa: BLE001 - model output must never crash a step
-            out.append(Verdict(0.0, f"verifier raised {type(exc).__name__}: {str(exc)[:200]}"))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     return out

@@ -78,7 +78,6 @@ def test_presets_run_and_log_their_metrics(tmp_path, preset, extra):
         assert key in step[0], key
     if preset == "dapo":
         assert all(1 <= r["rollout/rounds"] <= 2 for r in step)
-        assert all(r["rollout/dropped_groups"] >= 0 for r in step)
     if preset == "reinforce_pp":
         # step 1: the policy is the reference (KL 0); step 2 follows an update, so KL > 0
         assert step[0]["loss/kl"] == pytest.approx(0.0, abs=1e-6) and step[1]["loss/kl"] > 0.0
