@@ -42,7 +42,7 @@ class ModelConfig:
 @dataclass
 class TaskConfig:
     name: str = "counting"
-    """A module in tasks/ (installed as mmrlvr.tasks.<name>) or "package.module", providing build(split, size, seed, **args)."""
+    """A module in tasks/ (tasks.<name>) providing build(split, size, seed, **args)."""
     train_size: int = 4096
     """Training prompts (synthetic tasks generate them from the seed)."""
     eval_size: int = 256
@@ -74,9 +74,9 @@ class RolloutConfig:
     temperature: float = 1.0
     """Sampling temperature; log-probs use the same temperature."""
     top_p: float = 1.0
-    """Nucleus sampling threshold."""
+    """Nucleus sampling threshold (< 1: the PPO ratio still uses the full tempered distribution)."""
     top_k: int = 0
-    """Top-k sampling (0: off)."""
+    """Top-k sampling (0: off; > 0: the PPO ratio still uses the full tempered distribution)."""
 
 
 @dataclass

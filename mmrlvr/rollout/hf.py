@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -32,12 +34,96 @@ def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
     return ids
 
 
+# Generation fields that change the distribution a token is drawn from, with their neutral value.
+# The learner reproduces only temperature and the suppressed ids, so rollouts never take these
+# from a checkpoint's generation_config (Qwen2/2.5-VL-Instruct ship repetition_penalty=1.05,
+# top_k=1, top_p=0.001, temperature=0.1); a checkpoint that sets one is reported once.
+_NEUTRAL = {
+    "repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0,
+    "min_p": None, "top_h": None, "bad_words_ids": None, "sequence_bias": None, "min_length": 0,
+    "min_new_tokens": None, "forced_bos_token_id": None, "forced_eos_token_id": None,
+    "begin_suppress_tokens": None, "exponential_decay_length_penalty": None, "guidance_scale": None,
+    "watermarking_config": None, "renormalize_logits": False, "num_beams": 1,
+}
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, stacklevel=3)
+
+
+def overridden_generation_fields(generation_config, sampling) -> dict:
+    """Fields of a checkpoint's generation_config that would have changed sampling, with values.
+
+    temperature/top_k/top_p count only where they differ from the rollout settings used instead.
+    """
+    if generation_config is None:
+        return {}
+    found = {}
+    for key, neutral in _NEUTRAL.items():
+        value = getattr(generation_config, key, None)
+        if value is not None and value != neutral and value != [] and value != {}:
+            found[key] = value
+    if getattr(generation_config, "do_sample", None):
+        for key in ("temperature", "top_k", "top_p"):
+            value = getattr(generation_config, key, None)
+            if value is not None and value != getattr(sampling, key):
+                found[key] = value
+    return found
+
+
+def sampling_config(sampling, *, group_size: int, max_new_tokens: int, stop_ids: list[int], pad_id: int,
+                    suppress_ids: list[int], greedy: bool = False):
+    """The complete GenerationConfig rollouts sample from: nothing else is inherited.
+
+    Sampled: softmax(logits / temperature) with `suppress_ids` at -inf, restricted by top-k/top-p
+    when set. The training log-probs reproduce temperature and suppression; the PPO ratio is taken
+    on the full tempered distribution (as verl and TRL do), so top-k/top-p < full make rollouts
+    slightly off-policy (reported once).
+    """
+    from transformers import GenerationConfig
+
+    kw = dict(
+        max_new_tokens=max_new_tokens, num_return_sequences=group_size, eos_token_id=stop_ids,
+        pad_token_id=pad_id, suppress_tokens=list(suppress_ids) or None, use_cache=True,
+        **{k: v for k, v in _NEUTRAL.items() if v is not None},
+    )
+    if greedy:
+        return GenerationConfig(do_sample=False, **kw)
+    # top_k=0 and top_p=1.0 are explicit: unset fields fall back to transformers' global defaults
+    # (top_k=50), which would sample from another distribution.
+    return GenerationConfig(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k,
+                            top_p=sampling.top_p, **kw)
+
+
+def _inner(model):
+    model = getattr(model, "module", model)  # DDP
+    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+
+
+@contextlib.contextmanager
+def _only(model, generation_config):
+    """Make `generate` see `generation_config` and not the checkpoint's: transformers fills every
+    field left unset from `model.generation_config`, so that one is swapped for the call."""
+    inner = _inner(model)
+    saved = inner.generation_config
+    inner.generation_config = generation_config
+    try:
+        yield
+    finally:
+        inner.generation_config = saved
+
+
 @dataclass
 class RolloutOutput:
     completions: list[Completion]  # N = B * G, groups contiguous
     prompt_inputs: dict  # processor outputs for the B prompts (left padded)
     completion_ids: torch.Tensor  # (N, T) right padded
     completion_mask: torch.Tensor  # (N, T)
+    sampler_logprobs: torch.Tensor | None = None  # (N, T) log-probs the sampler drew with (if asked)
 
 
 class HFRolloutEngine:
@@ -57,46 +143,66 @@ class HFRolloutEngine:
     def generate(self, samples: Sequence[Sample], group_size: int, sampling, seed: int) -> list[Completion]:
         return self.rollout(samples, group_size, sampling, seed).completions
 
+    def _check_sampling(self, sampling, greedy: bool) -> None:
+        found = overridden_generation_fields(getattr(_inner(self.model), "generation_config", None), sampling)
+        if found:
+            listed = ", ".join(f"{k}={v!r}" for k, v in sorted(found.items()))
+            _warn_once(
+                f"the model's generation_config sets {listed}; rollouts ignore it and sample from "
+                "rollout.temperature/top_k/top_p only, so that the training log-probs are the sampler's"
+            )
+        if not greedy and (sampling.top_k > 0 or sampling.top_p < 1.0):
+            _warn_once(
+                f"rollout.top_k={sampling.top_k}, rollout.top_p={sampling.top_p}: the PPO ratio is taken on "
+                "the full tempered distribution (as verl and TRL), so truncated sampling is slightly off-policy"
+            )
+
     @torch.no_grad()
     def rollout(
         self, samples: Sequence[Sample], group_size: int, sampling, seed: int, greedy: bool = False,
-        max_new_tokens: int | None = None,
+        max_new_tokens: int | None = None, return_logprobs: bool = False,
     ) -> RolloutOutput:
+        """Sample; `return_logprobs` also returns the log-probs of the sampled tokens under the
+        processed scores the sampler drew from (`output_scores`), for checks and diagnostics."""
         device = next(self.model.parameters()).device
         prompt_inputs = encode_prompts(self.processor, samples)
-        gen_kwargs = dict(
-            max_new_tokens=max_new_tokens or sampling.max_new_tokens,
-            num_return_sequences=group_size,
-            suppress_tokens=self.suppress_ids or None,
-            eos_token_id=self.stop_ids,
-            pad_token_id=self.pad_id,
+        self._check_sampling(sampling, greedy)
+        gen_config = sampling_config(
+            sampling, group_size=group_size, max_new_tokens=max_new_tokens or sampling.max_new_tokens,
+            stop_ids=self.stop_ids, pad_id=self.pad_id, suppress_ids=self.suppress_ids, greedy=greedy,
         )
-        if greedy:
-            gen_kwargs.update(do_sample=False)
-        else:
-            # top_k=0 and top_p=1.0 are explicit: None would fall back to the checkpoint's
-            # generation_config (often top_k=50) and sample from another distribution.
-            gen_kwargs.update(
-                do_sample=True, temperature=sampling.temperature,
-                top_p=sampling.top_p, top_k=sampling.top_k,
-            )
+        if return_logprobs:
+            gen_config.update(output_scores=True, return_dict_in_generate=True)
         torch.manual_seed(seed)
         was_training = self.model.training
         self.model.eval()
-        seqs = self.model.generate(**model_kwargs(prompt_inputs, device), **gen_kwargs)
+        with _only(self.model, gen_config):
+            out = self.model.generate(**model_kwargs(prompt_inputs, device), generation_config=gen_config)
         if was_training:
             self.model.train()
+        seqs = out.sequences if return_logprobs else out
         new = seqs[:, prompt_inputs["input_ids"].shape[1]:].cpu()
-        # keep each completion up to and including its first stop token (generate pads after it)
-        is_stop = torch.isin(new, torch.tensor(self.stop_ids))
-        finished = is_stop.any(dim=1)
-        lengths = torch.where(finished, is_stop.int().argmax(dim=1) + 1, new.shape[1])
-        mask = (torch.arange(new.shape[1]) < lengths[:, None]).long()
-        ids = torch.where(mask.bool(), new, self.pad_id)
+        ids, mask, lengths, finished = trim_at_stop(new, self.stop_ids, self.pad_id)
+        sampler_lp = None
+        if return_logprobs:
+            scores = torch.stack(out.scores, dim=1).float().cpu()  # (N, T, V) processed logits
+            sampler_lp = torch.log_softmax(scores, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1) * mask
         token_lists = [row[:n].tolist() for row, n in zip(new, lengths.tolist())]
         texts = self.processor.tokenizer.batch_decode(token_lists, skip_special_tokens=True)
         completions = [
             Completion(i // group_size, text, toks, truncated=not done)
             for i, (text, toks, done) in enumerate(zip(texts, token_lists, finished.tolist()))
         ]
-        return RolloutOutput(completions, prompt_inputs, ids, mask)
+        return RolloutOutput(completions, prompt_inputs, ids, mask, sampler_lp)
+
+
+def trim_at_stop(new: torch.Tensor, stop_ids: list[int], pad_id: int):
+    """(N, T) generated ids -> (ids, mask, lengths, finished): each completion is kept up to and
+    including its first stop token (in the loss mask); everything after it is padding, masked out.
+    A row without a stop token is truncated (`finished` False) and keeps all T tokens."""
+    is_stop = torch.isin(new, torch.tensor(stop_ids, dtype=new.dtype))
+    finished = is_stop.any(dim=1)
+    lengths = torch.where(finished, is_stop.int().argmax(dim=1) + 1, new.shape[1])
+    mask = (torch.arange(new.shape[1]) < lengths[:, None]).long()
+    ids = torch.where(mask.bool(), new, torch.full_like(new, pad_id))
+    return ids, mask, lengths, finished

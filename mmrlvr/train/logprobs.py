@@ -65,31 +65,66 @@ def join_prompt_completion(
     return kw
 
 
+CHUNK_ELEMENTS = 1 << 24
+"""Logit entries (16 M: 64 MB in fp32) processed at once: the fp32 working copy of the
+vocabulary-wide distribution never exists for more than this many entries at a time."""
+
+
+def _tempered(logits: torch.Tensor, temperature: float, suppress: torch.Tensor | None) -> torch.Tensor:
+    """fp32 logits of the sampling distribution: divided by the temperature, suppressed ids at -inf."""
+    x = logits.float()
+    if temperature != 1.0:
+        x = x / temperature
+    if suppress is not None:
+        x = x.index_fill(-1, suppress, float("-inf"))  # out of place: the model's logits stay intact
+    return x
+
+
+def _entropy(x: torch.Tensor, lse: torch.Tensor) -> torch.Tensor:
+    """Entropy lse - sum p x of softmax(x); suppressed ids (x = -inf, p = 0) contribute 0 (and no NaN grad)."""
+    p = torch.exp(x - lse.unsqueeze(-1))
+    return lse - (p * torch.where(torch.isinf(x), torch.zeros_like(x), x)).sum(-1)
+
+
 def logits_to_logprobs(
     logits: torch.Tensor,
     targets: torch.Tensor,
     temperature: float = 1.0,
     suppress_ids: Sequence[int] = (),
     with_entropy: bool = False,
+    *,
+    entropy_grad: bool = True,
+    chunk_elements: int = CHUNK_ELEMENTS,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(N, T, V) logits -> (N, T) log-probs of `targets` under the sampling distribution.
 
-    Temperature and suppressed ids are applied exactly as the sampler applied them, so the
-    log-probs of sampled tokens equal what `generate` drew them from.
+    Temperature and suppressed ids are applied exactly as the sampler applied them (the sampler
+    is given nothing else: see `mmrlvr.rollout.hf.sampling_config`), so the log-probs of sampled
+    tokens equal what `generate` drew them from. Computed as `x[target] - logsumexp(x)` in
+    blocks of rows and tokens of at most `chunk_elements` logits, so no full-batch fp32 softmax is
+    materialised. `entropy_grad=False` computes the entropy without a graph (a metric only).
     """
-    logits = logits.float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    if len(suppress_ids):
-        logits = logits.clone()
-        logits[..., list(suppress_ids)] = float("-inf")
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    entropy = None
-    if with_entropy:
-        p = logp_all.exp()
-        entropy = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1)
-    return logp, entropy
+    n, t, v = logits.shape
+    suppress = torch.tensor(list(suppress_ids), dtype=torch.long, device=logits.device) if len(suppress_ids) else None
+    rows = max(1, chunk_elements // max(t * v, 1))
+    cols = t if rows > 1 else max(1, min(t, chunk_elements // max(v, 1)))
+    lp_parts, ent_parts = [], []
+    for i in range(0, n, rows):
+        lp_row, ent_row = [], []
+        for j in range(0, t, cols):
+            x = _tempered(logits[i : i + rows, j : j + cols], temperature, suppress)
+            lse = torch.logsumexp(x, dim=-1)
+            tgt = targets[i : i + rows, j : j + cols].unsqueeze(-1)
+            lp_row.append(x.gather(-1, tgt).squeeze(-1) - lse)
+            if with_entropy:
+                with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                    ent_row.append(_entropy(x, lse))
+            del x
+        lp_parts.append(torch.cat(lp_row, dim=1))
+        if with_entropy:
+            ent_parts.append(torch.cat(ent_row, dim=1))
+    logp = torch.cat(lp_parts, dim=0)
+    return logp, (torch.cat(ent_parts, dim=0) if with_entropy else None)
 
 
 def completion_logprobs(
@@ -101,8 +136,12 @@ def completion_logprobs(
     temperature: float = 1.0,
     suppress_ids: Sequence[int] = (),
     with_entropy: bool = False,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(N, T) log-probs (and entropies) of the completion tokens given their prompts."""
+    """(N, T) log-probs (and entropies) of the completion tokens given their prompts.
+
+    Only the completion positions' logits are computed (`logits_to_keep`); callers micro-batch
+    the rows so that those (n, T, V) logits stay bounded."""
     kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask, next(model.parameters()).device)
     shared = shared_media_outputs(model, prompt_inputs)
     if shared:
@@ -113,4 +152,4 @@ def completion_logprobs(
     out = model(**kw, logits_to_keep=t + 1, use_cache=False)
     logits = out.logits[:, :t]
     targets = completion_ids.to(logits.device)
-    return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy)
+    return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy, entropy_grad=entropy_grad)

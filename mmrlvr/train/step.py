@@ -6,6 +6,7 @@ import random
 import time
 
 import torch
+import torch.nn.functional as F
 
 from mmrlvr.algos.advantages import compute_advantages
 from mmrlvr.algos.losses import aggregate, kl_penalty, masked_mean, policy_loss
@@ -109,12 +110,35 @@ def _denominator(mask: torch.Tensor, aggregation: str) -> torch.Tensor:
     return (mask.sum(1) > 0).sum().clamp(min=1).float()
 
 
-def _micro_loss(model, batch: RolloutBatch, rows, adv, mask, old, ref, algo, cfg, suppress, denom):
-    inputs = select_rows(batch.prompt_inputs, rows)
+def micro_rows(n: int, algo) -> int:
+    """Rows per forward: the training micro-batch size, also used by the no-grad forwards."""
+    return max(1, -(-n // max(1, algo.mini_batches * algo.grad_accum)))
+
+
+def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, with_entropy: bool = False,
+                  entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(len(rows), T) log-probs (and entropies) of some rows of the batch.
+
+    The forward runs only up to the longest completion among these rows (a causal model's
+    earlier positions do not see the padding after it); the result is padded back to T with 0.
+    """
+    mask = batch.completion_mask[rows]
+    t_all = mask.shape[1]
+    t = max(1, int(mask.sum(1).max()))
     lp, ent = completion_logprobs(
-        model, inputs, batch.completion_ids[rows], batch.completion_mask[rows],
-        temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=True,
+        model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows, :t], mask[:, :t],
+        temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
+        entropy_grad=entropy_grad,
     )
+    if t < t_all:
+        lp = F.pad(lp, (0, t_all - t))
+        ent = F.pad(ent, (0, t_all - t)) if ent is not None else None
+    return lp, ent
+
+
+def _micro_loss(model, batch: RolloutBatch, rows, adv, mask, old, ref, algo, cfg, suppress, denom):
+    lp, ent = rows_logprobs(model, batch, rows, cfg, suppress, with_entropy=True,
+                            entropy_grad=bool(algo.entropy_coef))
     m = mask[rows].to(lp.device)
     old_lp = lp.detach() if old is None else old[rows].to(lp.device)
     loss, stats = policy_loss(
@@ -134,20 +158,21 @@ def _micro_loss(model, batch: RolloutBatch, rows, adv, mask, old, ref, algo, cfg
 
 
 @torch.no_grad()
-def _logprobs_of(model, batch: RolloutBatch, cfg, suppress) -> torch.Tensor:
-    lp, _ = completion_logprobs(
-        model, batch.prompt_inputs, batch.completion_ids, batch.completion_mask,
-        temperature=cfg.rollout.temperature, suppress_ids=suppress,
-    )
-    return lp
+def batch_logprobs(model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> torch.Tensor:
+    """(N, T) log-probs of every row, `micro` rows per forward (default: all at once)."""
+    n = batch.completion_ids.shape[0]
+    micro = micro or n
+    parts = [rows_logprobs(model, batch, list(range(s, min(n, s + micro))), cfg, suppress)[0]
+             for s in range(0, n, micro)]
+    return torch.cat(parts, dim=0)
 
 
-def reference_logprobs(model, ref_model, batch: RolloutBatch, cfg, suppress) -> torch.Tensor:
+def reference_logprobs(model, ref_model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> torch.Tensor:
     """Log-probs under the reference policy: a frozen copy, or (LoRA) the base with the adapter off."""
     if ref_model is not None:
-        return _logprobs_of(ref_model, batch, cfg, suppress)
+        return batch_logprobs(ref_model, batch, cfg, suppress, micro)
     with getattr(model, "module", model).disable_adapter():  # unwrap DDP
-        return _logprobs_of(model, batch, cfg, suppress)
+        return batch_logprobs(model, batch, cfg, suppress, micro)
 
 
 def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, algo, suppress, seed: int) -> dict:
@@ -157,8 +182,9 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
     adv, mask = advantages_for(batch, cfg, algo)
     n = adv.shape[0]
     multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
-    old = _logprobs_of(model, batch, cfg, suppress) if multi else None
-    ref = reference_logprobs(model, ref_model, batch, cfg, suppress) if algo.kl_coef > 0 else None
+    micro = micro_rows(n, algo)
+    old = batch_logprobs(model, batch, cfg, suppress, micro) if multi else None
+    ref = reference_logprobs(model, ref_model, batch, cfg, suppress, micro) if algo.kl_coef > 0 else None
     # rows that can move the gradient: a non-zero advantage, or a KL/entropy term on every row
     needed = adv.ne(0).any(dim=1) if (ref is None and not algo.entropy_coef) else torch.ones(n, dtype=torch.bool)
     summed: dict = {}  # already divided by the mini-batch denominator: add up per step
@@ -166,14 +192,15 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
     tokens = 0.0
     updated = 0
     rng = torch.Generator().manual_seed(seed)
+    steps = 0
     for _ in range(algo.ppo_epochs):
         order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
-        for mb in torch.tensor_split(order, algo.mini_batches):
+        for mb in [mb for mb in torch.tensor_split(order, algo.mini_batches) if len(mb)]:
             denom = _denominator(mask[mb], algo.aggregation)
             active = mb[needed[mb]].tolist()
-            for micro in [m for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]:
-                micro = sorted(micro)
-                loss, stats, ntok = _micro_loss(model, batch, micro, adv, mask, old, ref, algo, cfg, suppress, denom)
+            for rows in [m for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]:
+                rows = sorted(rows)
+                loss, stats, ntok = _micro_loss(model, batch, rows, adv, mask, old, ref, algo, cfg, suppress, denom)
                 accelerator.backward(loss)
                 for k, v in stats.items():
                     if k in ("policy", "kl"):
@@ -181,12 +208,13 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
                     else:
                         weighted[k] = weighted.get(k, 0.0) + float(v) * float(ntok)
                 tokens += float(ntok)
-                updated += len(micro)
+                updated += len(rows)
             grad_norm = accelerator.clip_grad_norm_(model.parameters(), cfg.train.max_grad_norm)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             summed["grad_norm"] = summed.get("grad_norm", 0.0) + float(grad_norm)
-    steps = algo.ppo_epochs * algo.mini_batches
+            steps += 1
+    steps = max(steps, 1)
     out = {f"actor/{k}": v / max(tokens, 1.0) for k, v in weighted.items()}
     out["loss/policy"] = summed.get("policy", 0.0) / steps
     out["loss/kl"] = summed.get("kl", 0.0) / steps

@@ -76,3 +76,60 @@ def test_media_encoded_once_per_group_gives_the_same_logprobs_and_gradients(fres
         b, gb = run(plain, rows)
         assert torch.allclose(a, b, atol=1e-6)
         assert len(ga) == len(gb) and all(torch.allclose(x, y, atol=1e-5) for x, y in zip(ga, gb))
+
+
+def _checkpoint_with_generation_config(tiny_dir, tmp_path, **fields):
+    """A copy of the tiny checkpoint whose generation_config.json sets `fields`, as Qwen2.5-VL-Instruct's does."""
+    import json
+    import shutil
+
+    path = tmp_path / "ckpt"
+    shutil.copytree(tiny_dir, path)
+    gen = json.loads((path / "generation_config.json").read_text())
+    (path / "generation_config.json").write_text(json.dumps({**gen, **fields}))
+    return path
+
+
+def test_sampler_scores_equal_learner_logprobs_despite_checkpoint_generation_config(tiny_dir, tmp_path):
+    """The checkpoint asks for repetition_penalty=1.05 (and Qwen's top_k=1/top_p=0.001/temperature=0.1):
+    rollouts must ignore all of it, warn once, and draw from exactly the distribution the learner
+    computes (checked against the processed scores `generate` sampled from)."""
+    import pytest
+
+    from mmrlvr.models.load import load_policy
+    from mmrlvr.rollout import hf
+
+    path = _checkpoint_with_generation_config(tiny_dir, tmp_path, repetition_penalty=1.05, do_sample=True,
+                                              temperature=0.1, top_k=1, top_p=0.001)
+    model, processor = load_policy(str(path))
+    assert model.generation_config.repetition_penalty == 1.05
+    engine = HFRolloutEngine(model, processor)
+    rc = RolloutConfig(max_new_tokens=12, temperature=0.9)
+    hf._warned.clear()
+    with pytest.warns(UserWarning, match="repetition_penalty=1.05"):
+        out = engine.rollout(_samples(), 4, rc, seed=3, return_logprobs=True)
+    lp, _ = completion_logprobs(model, repeat_prompts(out.prompt_inputs, 4), out.completion_ids,
+                                out.completion_mask, temperature=0.9, suppress_ids=engine.suppress_ids)
+    m = out.completion_mask.bool()
+    assert m.sum() > 40  # enough sampled tokens, many of them repeats of prompt tokens
+    assert (lp - out.sampler_logprobs)[m].abs().max().item() < 1e-4
+    # the checkpoint's own generation_config is untouched, and the warning comes once
+    assert model.generation_config.repetition_penalty == 1.05
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        engine.rollout(_samples(), 4, rc, seed=4)
+    # had the penalty been applied, the sampler's log-probs would differ by far more than 1e-4:
+    with torch.no_grad():
+        pen = model.generate(**model_kwargs(out.prompt_inputs), max_new_tokens=12, num_return_sequences=4,
+                             do_sample=True, temperature=0.9, top_k=0, top_p=1.0, repetition_penalty=1.05,
+                             suppress_tokens=engine.suppress_ids, eos_token_id=engine.stop_ids,
+                             pad_token_id=engine.pad_id, output_scores=True, return_dict_in_generate=True)
+    t = len(pen.scores)
+    new = pen.sequences[:, -t:]
+    pen_lp = torch.log_softmax(torch.stack(pen.scores, 1).float(), -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    ids, mask, _, _ = hf.trim_at_stop(new, engine.stop_ids, engine.pad_id)
+    lp_pen, _ = completion_logprobs(model, repeat_prompts(out.prompt_inputs, 4), ids, mask, temperature=0.9,
+                                    suppress_ids=engine.suppress_ids)
+    assert (lp_pen - pen_lp)[mask.bool()].abs().max().item() > 1e-2

@@ -1,0 +1,117 @@
+"""Chunked log-probs/entropy equal the plain full-vocabulary computation; no-grad forwards are
+micro-batched like the training forward and skip the entropy."""
+
+import copy
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mmrlvr.train import logprobs as lpmod
+from mmrlvr.train.logprobs import logits_to_logprobs
+
+
+def _reference(logits, targets, temperature, suppress):
+    x = logits.float() / temperature
+    x[..., suppress] = -float("inf")
+    logp_all = torch.log_softmax(x, -1)
+    p = logp_all.exp()
+    ent = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1)
+    return logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1), ent
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(3, 12), st.sampled_from([1.0, 0.7, 1.3]),
+       st.integers(1, 200), st.integers(0, 10_000))
+def test_chunked_equals_full_vocabulary_softmax(n, t, v, temperature, chunk, seed):
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(n, t, v, generator=g) * 3).requires_grad_(True)
+    suppress = [0, v - 1]
+    targets = torch.randint(1, v - 1, (n, t), generator=g)
+    lp, ent = logits_to_logprobs(logits, targets, temperature, suppress, with_entropy=True, chunk_elements=chunk)
+    ref_lp, ref_ent = _reference(logits, targets, temperature, suppress)
+    assert torch.allclose(lp, ref_lp, atol=1e-5) and torch.allclose(ent, ref_ent, atol=1e-5)
+    w = torch.randn(n, t, generator=g)
+    (grad,) = torch.autograd.grad((lp * w).sum() + (ent * w).sum(), logits)
+    (ref_grad,) = torch.autograd.grad((ref_lp * w).sum() + (ref_ent * w).sum(), logits)
+    assert torch.isfinite(grad).all() and torch.allclose(grad, ref_grad, atol=1e-5)
+
+
+def test_bf16_logits_are_upcast_per_chunk():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 50, generator=g).bfloat16()
+    targets = torch.randint(0, 50, (2, 3), generator=g)
+    lp, _ = logits_to_logprobs(logits, targets, chunk_elements=60)
+    assert lp.dtype == torch.float32
+    assert torch.allclose(lp, _reference(logits, targets, 1.0, [])[0], atol=1e-6)
+
+
+def test_entropy_metric_has_no_graph():
+    logits = torch.randn(2, 3, 7, requires_grad=True)
+    lp, ent = logits_to_logprobs(logits, torch.zeros(2, 3, dtype=torch.long), with_entropy=True, entropy_grad=False)
+    assert lp.requires_grad and not ent.requires_grad
+
+
+def _batch(fresh_tiny, extra=()):
+    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.config import load_config
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.train.step import PromptStream, collect
+    from mmrlvr.verifiers.score import InProcessScorer
+    from tasks import load_task
+
+    model, processor = fresh_tiny
+    cfg = load_config(None, ["rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=8",
+                             "rollout.temperature=1.3", *extra])
+    algo = resolve_algo(cfg.algo, 8)
+    engine = HFRolloutEngine(model, processor)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, algo, seed=0)
+    return model, batch, cfg, algo, engine.suppress_ids
+
+
+def _record_rows(model):
+    rows = []
+    handle = model.register_forward_pre_hook(lambda mod, args, kw: rows.append(kw["input_ids"].shape[0]), with_kwargs=True)
+    return rows, handle
+
+
+def test_no_grad_forwards_are_micro_batched_and_exact(fresh_tiny, monkeypatch):
+    from mmrlvr.train.step import batch_logprobs
+
+    model, batch, cfg, _, suppress = _batch(fresh_tiny)
+    full = batch_logprobs(model, batch, cfg, suppress)
+    calls = []
+    monkeypatch.setattr(lpmod, "_entropy", lambda *a: calls.append(1))  # nothing may compute it here
+    rows, handle = _record_rows(model)
+    for micro in (1, 5):
+        rows.clear()
+        part = batch_logprobs(model, batch, cfg, suppress, micro)
+        assert rows == [micro] * (12 // micro) + ([12 % micro] if 12 % micro else [])
+        m = batch.completion_mask.bool()
+        assert torch.allclose(part[m], full[m], atol=1e-5) and (part[~m] == 0).all()
+    handle.remove()
+    assert not calls
+
+
+def test_update_runs_old_and_reference_forwards_in_training_micro_batches(fresh_tiny):
+    """reinforce_pp (KL to a frozen reference) with 2 mini-batches x 2 micro-batches over 12 rows:
+    every forward, the no-grad old/reference ones included, sees at most ceil(12 / 4) = 3 rows."""
+    from accelerate import Accelerator
+
+    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.train.step import update
+
+    model, batch, cfg, _, suppress = _batch(fresh_tiny, ["algo.algorithm=reinforce_pp", "algo.mini_batches=2",
+                                                         "algo.grad_accum=2"])
+    algo = resolve_algo(cfg.algo, 8)
+    batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    ref = copy.deepcopy(model).eval().requires_grad_(False)
+    rows, handle = _record_rows(model)
+    ref_rows, ref_handle = _record_rows(ref)
+    update(model, ref, torch.optim.SGD(model.parameters(), lr=0.1), Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
+    torch.set_num_threads(1)
+    handle.remove()
+    ref_handle.remove()
+    assert ref_rows == [3, 3, 3, 3]
+    assert rows[:4] == [3, 3, 3, 3]  # old log-probs (no grad), then the 4 training micro-batches
+    assert max(rows) == 3 and sum(rows) == 24
