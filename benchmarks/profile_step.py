@@ -35,7 +35,7 @@ def main() -> int:
     from mmrlvr.train.setup import set_threads_and_seed
     from mmrlvr.train.step import PromptStream, collect, update
     from mmrlvr.verifiers.score import make_scorer
-    from tasks import load_task
+    from mmrlvr.tasks import load_task
 
     warm = warm_start_dir(Path(args.work))
     cfg = load_config("configs/quickstart.yaml", [f"warm_start.checkpoint={warm}"])

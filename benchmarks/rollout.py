@@ -37,7 +37,7 @@ def main() -> int:
     from mmrlvr.data.collate import model_kwargs, prompt_texts
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
-    from tasks import load_task
+    from mmrlvr.tasks import load_task
 
     model, processor = load_policy(str(warm_start_dir(Path(args.work))))
     torch.set_num_threads(args.threads)

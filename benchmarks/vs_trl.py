@@ -68,7 +68,7 @@ def child_trl(warm: Path, loss: str, steps: int, out_dir: Path) -> dict:
     from mmrlvr.rollout.hf import vision_token_ids
     from mmrlvr.types import Sample
     from mmrlvr.verifiers.answer import count
-    from tasks import load_task
+    from mmrlvr.tasks import load_task
 
     torch.set_num_threads(1)
     model, processor = load_policy(str(warm))
@@ -142,7 +142,7 @@ def _eval(model_dir: str) -> float:
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.train.evaluate import evaluate
     from mmrlvr.verifiers.score import InProcessScorer
-    from tasks import load_task
+    from mmrlvr.tasks import load_task
 
     model, processor = load_policy(model_dir)
     samples = load_task("counting", "eval", 256, 0)

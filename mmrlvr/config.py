@@ -42,7 +42,7 @@ class ModelConfig:
 @dataclass
 class TaskConfig:
     name: str = "counting"
-    """A module in tasks/ (tasks.<name>) providing build(split, size, seed, **args)."""
+    """A module in tasks/ (installed as mmrlvr.tasks.<name>) or "package.module", providing build(split, size, seed, **args)."""
     train_size: int = 4096
     """Training prompts (synthetic tasks generate them from the seed)."""
     eval_size: int = 256

@@ -9,7 +9,7 @@ from mmrlvr.types import Sample
 
 def load_task(name: str, split: str, size: int, seed: int, **args) -> list[Sample]:
     """Build `size` samples of task `name` ("counting" or "package.module") for a split."""
-    module_name = name if "." in name else f"tasks.{name}"
+    module_name = name if "." in name else f"mmrlvr.tasks.{name}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -2,6 +2,8 @@
 
 Prompts are left padded so that every completion starts at the same column; groups of G
 completions share one processed prompt, which is repeated (not re-processed) per completion.
+Samples hold media references; this is where images are decoded (`load_image`), one batch at a
+time, so a dataset never keeps decoded pixels for the whole run.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Sequence
 
 import torch
 
+from mmrlvr.data.media import load_image
 from mmrlvr.types import Sample
 
 
@@ -22,8 +25,12 @@ def prompt_texts(processor, samples: Sequence[Sample]) -> list[str]:
 
 
 def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
-    """Processor outputs for a batch of prompts, left padded, with per-sample media counts."""
-    images = [im for s in samples for im in s.images]
+    """Processor outputs for a batch of prompts, left padded, with per-sample media counts.
+
+    Image references are decoded here (a `MediaError` names the file that failed); PIL images,
+    e.g. from `decode_samples` run ahead in a background thread, pass through unchanged.
+    """
+    images = [load_image(im) for s in samples for im in s.images]
     videos = [v for s in samples for v in s.videos]
     processor.tokenizer.padding_side = "left"
     kwargs: dict = {"text": prompt_texts(processor, samples), "padding": True, "return_tensors": "pt"}

@@ -10,7 +10,7 @@ from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.evaluate import evaluate
 from mmrlvr.train.setup import set_threads_and_seed
 from mmrlvr.verifiers.score import make_scorer
-from tasks import load_task
+from mmrlvr.tasks import load_task
 
 
 def run_eval(cfg: Config, checkpoint: str, split: str = "eval") -> dict:

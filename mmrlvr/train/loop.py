@@ -24,7 +24,7 @@ from mmrlvr.train.progress import Progress
 from mmrlvr.train.setup import prepare_policy, set_threads_and_seed
 from mmrlvr.train.step import PromptStream, collect, update
 from mmrlvr.verifiers.score import make_scorer
-from tasks import load_task
+from mmrlvr.tasks import load_task
 
 
 def train(cfg: Config) -> dict:

@@ -2,8 +2,8 @@ import collections
 
 import numpy as np
 
-from tasks import load_task
-from tasks.counting import COLORS
+from mmrlvr.tasks import load_task
+from mmrlvr.tasks.counting import COLORS
 
 
 def test_deterministic_and_held_out_never_in_training():
@@ -19,7 +19,7 @@ def test_deterministic_and_held_out_never_in_training():
     # small boards (an empty one, one shape) repeat often by chance: the exclusion does real work
     import random
 
-    from tasks.counting import _layout
+    from mmrlvr.tasks.counting import _layout
 
     rng = random.Random("counting-train-3")
     raw = [tuple(map(tuple, sorted(_layout(rng, 5, 9)))) for _ in range(3000)]

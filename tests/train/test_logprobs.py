@@ -58,7 +58,7 @@ def _batch(fresh_tiny, extra=()):
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.train.step import PromptStream, collect
     from mmrlvr.verifiers.score import InProcessScorer
-    from tasks import load_task
+    from mmrlvr.tasks import load_task
 
     model, processor = fresh_tiny
     cfg = load_config(None, ["rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=8",

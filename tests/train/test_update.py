@@ -8,7 +8,7 @@ from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.step import PromptStream, collect, update
 from mmrlvr.verifiers.score import InProcessScorer
-from tasks import load_task
+from mmrlvr.tasks import load_task
 
 
 def _batch(model, processor, cfg, algo):

@@ -1,0 +1,118 @@
+"""Media references and their decoding.
+
+A `Sample` holds references, never decoded pixels for the whole run: a path (str or Path), raw
+encoded bytes, a `{"bytes": ..., "path": ...}` dict as `datasets.Image` stores it in Parquet, a
+`RowRef` into a memory-mapped Arrow table, or (for small synthetic in-memory tasks) a PIL image.
+`load_image` decodes one when its batch is encoded. Every failure is a `MediaError` whose message
+names the file (or row) and what went wrong, so a bad file can be dropped and reported.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+# Pillow's default bomb limit (~89 MP) is kept; a larger image is refused with a MediaError.
+
+
+class MediaError(ValueError):
+    """An image or video that cannot be decoded; the message names the file and the failure."""
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """An image cell of a `datasets.Dataset` (Arrow, memory-mapped): fetched only when decoded.
+
+    `index` picks one image of a list cell (multi-image rows). `source` names the data file for
+    messages. The dataset object is shared by every reference, so 100k rows cost 100k small
+    records, not 100k images.
+    """
+
+    dataset: Any  # datasets.Dataset
+    row: int
+    column: str
+    index: int | None = None
+    source: str = ""
+    root: str | None = None  # where relative paths inside the cell resolve
+
+    def fetch(self) -> Any:
+        """The raw cell value (bytes, a {"bytes", "path"} dict or a path string).
+
+        The loader casts image columns to `datasets.Image(decode=False)`, so this reads one row of
+        the memory-mapped table and decodes nothing.
+        """
+        value = self.dataset[self.row][self.column]
+        return value[self.index] if self.index is not None else value
+
+    def __repr__(self) -> str:
+        where = f"[{self.index}]" if self.index is not None else ""
+        return f"RowRef({self.source or 'dataset'} row {self.row} {self.column}{where})"
+
+
+def describe(ref: Any) -> str:
+    """A short human name for a media reference (used in warnings and errors)."""
+    if isinstance(ref, (str, Path)):
+        return str(ref)
+    if isinstance(ref, RowRef):
+        return repr(ref)
+    if isinstance(ref, dict):
+        if ref.get("path"):
+            return str(ref["path"])
+        data = ref.get("bytes")
+        return f"<{len(data)} bytes>" if isinstance(data, (bytes, bytearray)) else "<image dict without bytes or path>"
+    if isinstance(ref, (bytes, bytearray, memoryview)):
+        return f"<{len(ref)} bytes>"
+    if isinstance(ref, Image.Image):
+        return f"<in-memory {ref.width}x{ref.height} image>"
+    return f"<{type(ref).__name__}>"
+
+
+def _resolve(path: str | Path, root: str | Path | None) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() or root is None else Path(root) / p
+
+
+def _open(ref: Any, root: str | Path | None) -> tuple[Image.Image, str]:
+    """Open (not yet decode) an image from any reference kind; returns it and its name."""
+    if isinstance(ref, RowRef):
+        return _open(ref.fetch(), ref.root or root)[0], repr(ref)
+    if isinstance(ref, Image.Image):
+        return ref, describe(ref)
+    if isinstance(ref, (bytes, bytearray, memoryview)):
+        return Image.open(io.BytesIO(bytes(ref))), describe(ref)
+    if isinstance(ref, dict):
+        if ref.get("bytes"):
+            return Image.open(io.BytesIO(bytes(ref["bytes"]))), describe(ref)
+        if ref.get("path"):
+            path = _resolve(ref["path"], root)
+            return Image.open(path), str(path)
+        raise MediaError("image dict has neither bytes nor path")
+    if isinstance(ref, (str, Path)):
+        path = _resolve(ref, root)
+        return Image.open(path), str(path)
+    raise MediaError(f"not an image reference: {type(ref).__name__}")
+
+
+def load_image(ref: Any, root: str | Path | None = None, mode: str = "RGB") -> Image.Image:
+    """Decode one image reference into a fully loaded PIL image in `mode`.
+
+    `root` resolves relative paths. Raises `MediaError` naming the file on any failure: missing
+    file, unknown format, truncated data, an image over Pillow's decompression-bomb limit.
+    """
+    name = describe(ref)
+    try:
+        img, name = _open(ref, root)
+        img.load()  # decode now, inside the try: truncated files fail here, not in the processor
+        return img if img.mode == mode else img.convert(mode)
+    except MediaError as exc:
+        raise MediaError(f"{name}: {exc}") from None
+    except FileNotFoundError:
+        raise MediaError(f"{name}: file not found") from None
+    except Image.DecompressionBombError as exc:
+        raise MediaError(f"{name}: too large to decode ({exc})") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's decode failures
+        raise MediaError(f"{name}: cannot decode image ({type(exc).__name__}: {exc})") from None
