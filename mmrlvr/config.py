@@ -29,6 +29,16 @@ class ModelConfig:
     """Image resize lower bound in pixels (None: the processor's own)."""
     max_pixels: int | None = None
     """Image resize upper bound in pixels (None: the processor's own)."""
+    video_min_pixels: int | None = None
+    """Per-frame video resize lower bound in pixels (None: the video processor's own)."""
+    video_max_pixels: int | None = None
+    """Per-frame video resize upper bound in pixels (None: the video processor's own; frames are
+    decoded no larger than this)."""
+    video_max_frames: int = 32
+    """Most frames decoded per video, whatever a task asks for (memory bound)."""
+    video_total_pixels: int = 24576 * 28 * 28
+    """Most decoded pixels per sample over all its videos' frames (about 24k visual tokens of
+    28x28 before temporal merging); larger videos are downscaled evenly."""
     freeze_vision: bool = False
     """Keep the vision tower fixed (common for large models)."""
     lora_rank: int = 0

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.media import load_image
+from mmrlvr.data.media import decode_video, fit_total_pixels, load_image, processor_metadata
 from mmrlvr.types import Sample
 
 
@@ -37,11 +37,38 @@ def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
     if images:
         kwargs["images"] = images
     if videos:
-        kwargs["videos"] = videos
+        kwargs.update(video_inputs(processor, samples))
     inputs = dict(processor(**kwargs))
     inputs["_n_images"] = [len(s.images) for s in samples]
     inputs["_n_videos"] = [len(s.videos) for s in samples]
     return inputs
+
+
+def video_limits(processor) -> dict:
+    """Decode-time bounds: `processor.video_limits` (set by `load_policy` from the config) and the
+    video processor's own per-frame pixel cap, so nothing is decoded larger than it is used."""
+    limits = dict(getattr(processor, "video_limits", None) or {})
+    size = getattr(getattr(processor, "video_processor", None), "size", None)
+    longest = size.get("longest_edge") if hasattr(size, "get") else getattr(size, "longest_edge", None)
+    if longest and not limits.get("max_pixels"):
+        limits["max_pixels"] = int(longest)
+    return limits
+
+
+def video_inputs(processor, samples: Sequence[Sample]) -> dict:
+    """Decode every sample's videos and return the processor's video kwargs.
+
+    Frames are sampled by us (`load_video`), so the processor must not sample again
+    (`do_sample_frames=False`) and gets each video's metadata: from it transformers derives the
+    sampled fps and so the temporal position ids (`second_per_grid_ts`, Qwen3-VL timestamps).
+    """
+    lim = video_limits(processor)
+    decoded = []
+    for s in samples:
+        one = [decode_video(v, max_frames=lim.get("max_frames"), max_pixels=lim.get("max_pixels")) for v in s.videos]
+        decoded += fit_total_pixels(one, lim.get("total_pixels"))
+    return {"videos": [f for f, _ in decoded], "video_metadata": [processor_metadata(m) for _, m in decoded],
+            "do_sample_frames": False}
 
 
 def repeat_prompts(inputs: dict, g: int) -> dict:

@@ -42,6 +42,7 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
         proc_kwargs["size"] = size
     processor = AutoProcessor.from_pretrained(path, **proc_kwargs)
     processor.tokenizer.padding_side = "left"
+    _set_video_limits(processor, cfg)
     if cfg.freeze_vision:
         visual = getattr(getattr(model, "model", model), "visual", None)
         if visual is not None:
@@ -51,6 +52,22 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
     if cfg.lora_rank > 0:
         model = _wrap_lora(model, cfg)
     return model, processor
+
+
+def _set_video_limits(processor, cfg: ModelConfig) -> None:
+    """Video memory bounds from the config: the video processor's per-frame pixel range, and the
+    decode-time caps that `encode_prompts` reads from `processor.video_limits`."""
+    vp = getattr(processor, "video_processor", None)
+    if vp is not None and (cfg.video_min_pixels is not None or cfg.video_max_pixels is not None):
+        size = dict(vp.size)
+        if cfg.video_min_pixels is not None:
+            size["shortest_edge"] = cfg.video_min_pixels
+        if cfg.video_max_pixels is not None:
+            size["longest_edge"] = cfg.video_max_pixels
+        vp.size = size
+    if vp is not None and hasattr(vp, "cap_pixels_per_frame"):
+        vp.cap_pixels_per_frame = True  # qwen-vl-utils' per-video pixel budget (transformers' future default)
+    processor.video_limits = {"max_frames": cfg.video_max_frames, "total_pixels": cfg.video_total_pixels}
 
 
 def _wrap_lora(model, cfg: ModelConfig):
