@@ -97,8 +97,8 @@ def select_rows(inputs: dict, rows: list[int]) -> dict:
         if keep:
             out[pix] = torch.cat([per_media[j] for j in keep])
             out[grid] = inputs[grid][keep]
-    if "second_per_grid_ts" in inputs:
-        out["second_per_grid_ts"] = torch.as_tensor(inputs["second_per_grid_ts"])[rows]
+            if kind == "video" and "second_per_grid_ts" in inputs:  # one per video, not per row
+                out["second_per_grid_ts"] = torch.as_tensor(inputs["second_per_grid_ts"])[keep]
     out["_n_images"] = [inputs["_n_images"][r] for r in rows]
     out["_n_videos"] = [inputs["_n_videos"][r] for r in rows]
     if "_base" in inputs:
