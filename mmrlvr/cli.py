@@ -28,16 +28,28 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_score(args) -> int:
+    from mmrlvr.config import ConfigError
     from mmrlvr.verifiers.rescore import score_file
     from mmrlvr.verifiers.score import make_scorer
 
-    scorer = make_scorer(args.timeout, args.workers)
+    if not args.timeout > 0 or args.timeout == float("inf"):
+        raise ConfigError(f"--timeout={args.timeout}: expected a finite number of seconds > 0")
+    if args.workers < 0:
+        raise ConfigError(f"--workers={args.workers}: expected an integer >= 0 (0: in-process)")
+    plugins = list(args.verifier or [])
+    scorer = make_scorer(args.timeout, args.workers, plugins)
     try:
-        done, bad = score_file(args.input, args.output, scorer, progress=not args.quiet)
+        counts = score_file(args.input, args.output, scorer, progress=not args.quiet,
+                            default_verifier=plugins[0] if len(plugins) == 1 else None, plugins=plugins)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:  # unreadable input, unwritable output: one line, no traceback
+        raise ConfigError(f"{exc.filename}: {exc.strerror}") from None
     finally:
         scorer.close()
-    print(f"scored {done} lines, {bad} bad -> {args.output}", file=sys.stderr)
-    return 1 if bad else 0
+    print(f"scored {counts.scored} lines ({counts.bad_references} with a bad reference), "
+          f"{counts.bad_lines} bad lines -> {args.output}", file=sys.stderr)
+    return 1 if counts.bad_lines or counts.bad_references else 0
 
 
 def _cmd_verifiers(args) -> int:
@@ -66,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per completion")
     p.add_argument("--workers", type=int, default=2, help="verifier processes (0: in-process, no time bound)")
+    p.add_argument("--verifier", action="append", metavar="SPEC",
+                   help="allow this verifier (a name, file.py:fn or module:fn; repeatable); rows without "
+                        "a 'verifier' field use it when it is the only one. Rows alone may name only "
+                        "registered verifiers: a data row never chooses code")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=_cmd_score)
     p = sub.add_parser("verifiers", help="list available verifiers")
@@ -79,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except (ConfigError, KeyError, FileNotFoundError) as exc:
-        print(f"mmrlvr: error: {exc}", file=sys.stderr)
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        for line in str(text).splitlines() or [type(exc).__name__]:
+            print(f"mmrlvr: error: {line}", file=sys.stderr)
         return 2
 
 

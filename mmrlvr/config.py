@@ -271,7 +271,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """Read YAML (optional), apply dotted overrides, and validate into a `Config`."""
     raw: dict = {}
     if path is not None:
-        text = Path(path).read_text()
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:  # missing, a directory, unreadable: one line, no traceback
+            raise ConfigError(f"config {path}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config {path}: not UTF-8 text") from None
         try:
             raw = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:

@@ -23,12 +23,14 @@ from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
 from mmrlvr.train.setup import prepare_policy, set_threads_and_seed
 from mmrlvr.train.step import PromptStream, collect, update
+from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
 
 
 def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
+    validate_config(cfg)  # every bad setting named before anything heavy runs
     accelerator = set_threads_and_seed(cfg)
     run_dir = Path(cfg.output_dir)
     if not cfg.train.resume:
@@ -44,6 +46,8 @@ def train(cfg: Config) -> dict:
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
     train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **cfg.task.args)
     eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **cfg.task.args)
+    plugins = [t.verifier for t in cfg.rewards]  # only the config may name code to run
+    check_sample_verifiers([*train_set, *eval_set], plugins)
     ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
     model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     model.to(accelerator.device)
@@ -55,7 +59,7 @@ def train(cfg: Config) -> dict:
     model, optimizer = accelerator.prepare(model, optimizer)
     policy = accelerator.unwrap_model(model)
     engine = HFRolloutEngine(policy, processor)
-    scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers)
+    scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
 
     def run_eval() -> dict:

@@ -22,6 +22,24 @@ VerifierFn = Callable[..., Verdict]
 VERIFIERS: Registry = Registry("verifier")
 DESCRIPTIONS: dict[str, str] = {}
 ENTRY_POINT_GROUP = "mmrlvr.verifiers"
+BAD_REFERENCE = "bad reference: "  # reasons starting with this blame the data, not the model
+
+
+class BadReference(ValueError):
+    """The sample's reference (or its meta) is unusable: it must give no reward to any answer."""
+
+
+def finite_reference(values, n: int | None = None, what: str = "reference") -> list[float]:
+    """`values` as finite floats (exactly `n` of them when given), else raise BadReference."""
+    try:
+        out = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise BadReference(f"{what} {str(values)[:60]!r} is not a list of numbers") from None
+    if n is not None and len(out) != n:
+        raise BadReference(f"{what} has {len(out)} numbers, expected {n}")
+    if not all(math.isfinite(v) for v in out):
+        raise BadReference(f"{what} {out} is not finite")
+    return out
 
 
 def register_verifier(name: str, description: str = ""):
@@ -60,19 +78,60 @@ def _load_file_fn(path: str, fn_name: str) -> VerifierFn:
         spec = importlib.util.spec_from_file_location(mod_name, file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[mod_name]  # a half-run module must not be found next time
+            raise
     try:
         return getattr(module, fn_name)
     except AttributeError:
         raise AttributeError(f"verifier file {path!r} has no function {fn_name!r}") from None
 
 
-def resolve_verifier(spec: str) -> VerifierFn:
-    """A registry name, "path/to/file.py:fn", "package.module:fn" or an entry-point name."""
+def is_plugin(spec: str) -> bool:
+    """True for "file.py:fn" and "module:fn": specs that import and run arbitrary code."""
+    return ":" in spec
+
+
+class UntrustedVerifier(ValueError):
+    """A data row named code to run ("file.py:fn" or "module:fn") instead of a registered verifier."""
+
+
+def check_allowed(spec: str, plugins=()) -> None:
+    """Refuse a plug-in spec the user did not name (command line or config `rewards:`).
+
+    Rows of data (JSONL to re-score, task samples) may only name registered verifiers: built-ins,
+    verifiers registered by imported code, or installed entry points. Otherwise a row with
+    `"verifier": "/tmp/evil.py:fn"` would run that file.
+    """
+    if is_plugin(spec) and plugin_key(spec) not in {plugin_key(p) for p in plugins}:
+        raise UntrustedVerifier(
+            f"verifier {spec!r} is not a registered verifier; file.py:fn and module:fn plug-ins are "
+            "allowed only from the command line (--verifier) or the config's rewards:"
+        )
+
+
+def plugin_key(spec: str) -> str:
+    """A plug-in spec with its file path made absolute, so "./v.py:f" and "v.py:f" compare equal."""
+    if is_plugin(spec):
+        target, fn_name = spec.rsplit(":", 1)
+        if target.endswith(".py") or "/" in target:
+            return f"{Path(target).expanduser().resolve()}:{fn_name}"
+    return spec
+
+
+def resolve_verifier(spec: str, allow_code: bool = True) -> VerifierFn:
+    """A registry name, "path/to/file.py:fn", "package.module:fn" or an entry-point name.
+
+    `allow_code=False` refuses plug-in specs (use it for names that come from data).
+    """
     _load_builtin()
     if spec in VERIFIERS:
         return VERIFIERS.get(spec)
-    if ":" in spec:
+    if is_plugin(spec):
+        if not allow_code:
+            check_allowed(spec)
         target, fn_name = spec.rsplit(":", 1)
         if target.endswith(".py") or "/" in target:
             return _load_file_fn(target, fn_name)
@@ -121,5 +180,7 @@ def safe_verify(fn: VerifierFn, completion: str, sample) -> Verdict:
     """
     try:
         return clean_verdict(fn(completion, sample))
+    except BadReference as exc:
+        return Verdict(0.0, f"{BAD_REFERENCE}{exc}")
     except Exception as exc:  # noqa: BLE001 - model output must never crash a step
         return Verdict(0.0, f"verifier raised {type(exc).__name__}: {str(exc)[:200]}")

@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, wait
 from typing import Sequence
 
 from mmrlvr.types import Sample, Verdict
-from mmrlvr.verifiers.base import resolve_verifier, safe_verify
+from mmrlvr.verifiers.base import check_allowed, is_plugin, plugin_key, resolve_verifier, safe_verify
 
 
 class VerifierTimeout(BaseException):
@@ -52,16 +52,20 @@ def _run_chunk(spec: str, items: list, timeout: float) -> list[Verdict]:
     return out
 
 
-def portable_spec(spec: str) -> str:
-    """Validate a verifier spec here (clear errors in the caller) and make file paths absolute."""
-    resolve_verifier(spec)
-    if ":" in spec:
-        target, fn = spec.rsplit(":", 1)
-        if target.endswith(".py") or "/" in target:
-            from pathlib import Path
+def portable_spec(spec: str, plugins=()) -> str:
+    """Check a spec here (clear errors in the caller) and say how a fresh worker finds it.
 
-            return f"{Path(target).expanduser().resolve()}:{fn}"
-    return spec
+    Plug-ins must be among `plugins` (what the user named); file paths become absolute. A name
+    registered by imported code (a task module) becomes "module:fn", which the worker imports.
+    """
+    check_allowed(spec, plugins)
+    fn = resolve_verifier(spec)
+    if is_plugin(spec):
+        return plugin_key(spec)
+    module = getattr(fn, "__module__", "") or ""
+    if module.startswith("mmrlvr.verifiers.") or module in ("", "__main__") or module.startswith("mmrlvr_user_"):
+        return spec
+    return f"{module}:{fn.__name__}"
 
 
 def _light(sample):
@@ -74,7 +78,8 @@ def _light(sample):
 class VerifierPool:
     """Callable scorer: `pool(spec, completions, samples) -> list[Verdict]`, order preserved."""
 
-    def __init__(self, timeout: float = 5.0, workers: int = 2, grace: float = 10.0):
+    def __init__(self, timeout: float = 5.0, workers: int = 2, grace: float = 10.0, plugins=()):
+        self.plugins = tuple(plugins)  # plug-in specs the user named; data may name no others
         self.timeout = float(timeout)
         self.workers = max(1, int(workers))
         self.grace = float(grace)  # extra seconds the parent waits (worker start-up) before killing
@@ -95,7 +100,7 @@ class VerifierPool:
 
     def __call__(self, spec: str, completions: Sequence[str], samples: Sequence) -> list[Verdict]:
         if spec not in self._specs:
-            self._specs[spec] = portable_spec(spec)
+            self._specs[spec] = portable_spec(spec, self.plugins)
         items = [(c, _light(s)) for c, s in zip(completions, samples)]
         if not items:
             return []

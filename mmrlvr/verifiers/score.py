@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from mmrlvr.types import Verdict
-from mmrlvr.verifiers.base import resolve_verifier, safe_verify
+from mmrlvr.verifiers.base import check_allowed, resolve_verifier, safe_verify
 
 
 class InProcessScorer:
@@ -15,12 +15,14 @@ class InProcessScorer:
     math or runs user code belongs in a `VerifierPool`.
     """
 
-    def __init__(self):
+    def __init__(self, plugins=()):
+        self.plugins = tuple(plugins)  # plug-in specs the user named; data may name no others
         self._fns: dict = {}
 
     def __call__(self, spec: str, completions: Sequence[str], samples: Sequence) -> list[Verdict]:
         fn = self._fns.get(spec)
         if fn is None:
+            check_allowed(spec, self.plugins)
             fn = self._fns[spec] = resolve_verifier(spec)
         return [safe_verify(fn, c, s) for c, s in zip(completions, samples)]
 
@@ -28,10 +30,14 @@ class InProcessScorer:
         pass
 
 
-def make_scorer(timeout: float = 5.0, workers: int = 2):
-    """A `VerifierPool` (workers > 0, time-bounded) or an `InProcessScorer` (workers == 0)."""
+def make_scorer(timeout: float = 5.0, workers: int = 2, plugins=()):
+    """A `VerifierPool` (workers > 0, time-bounded) or an `InProcessScorer` (workers == 0).
+
+    `plugins`: the "file.py:fn" / "module:fn" specs the user named (command line, config
+    `rewards:`); any other plug-in spec, e.g. one named by a data row, is refused.
+    """
     if workers <= 0:
-        return InProcessScorer()
+        return InProcessScorer(plugins)
     from mmrlvr.verifiers.pool import VerifierPool
 
-    return VerifierPool(timeout=timeout, workers=workers)
+    return VerifierPool(timeout=timeout, workers=workers, plugins=plugins)

@@ -50,7 +50,8 @@ def plugin(tmp_path):
 @pytest.mark.timeout(120)  # a pool without its time bound would hang here forever
 def test_pool_bounds_time_and_survives_hangs(plugin):
     s = [Sample("a", (), "x")] * 3
-    with VerifierPool(timeout=0.5, workers=2) as pool:
+    names = [f"{plugin}:{fn}" for fn in ("hang", "spin", "boom", "too_big", "exact")]
+    with VerifierPool(timeout=0.5, workers=2, plugins=names) as pool:
         out = pool(f"{plugin}:hang", ["a", "b", "c"], s) + pool(f"{plugin}:spin", ["a"], s[:1])
         assert all(v.score == 0.0 and "timed out" in v.reason for v in out)
         boom = pool(f"{plugin}:boom", ["a"], s[:1])[0]
@@ -64,7 +65,7 @@ def test_pool_bounds_time_and_survives_hangs(plugin):
 @pytest.mark.timeout(120)
 def test_parent_deadline_kills_a_worker_that_ignores_its_alarm(plugin):
     s = [Sample("a", (), "x")]
-    with VerifierPool(timeout=0.5, workers=1, grace=3.0) as pool:
+    with VerifierPool(timeout=0.5, workers=1, grace=3.0, plugins=[f"{plugin}:deaf", f"{plugin}:exact"]) as pool:
         pool("count", ["<answer>1</answer>"], [Sample("c", (), 1)])  # start the worker first
         stuck = pool(f"{plugin}:deaf", ["a"], s)[0]
         assert stuck.score == 0.0 and "did not answer in time" in stuck.reason
@@ -101,7 +102,7 @@ def test_mmrlvr_score_cli(plugin, tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
     out = tmp_path / "out.jsonl"
-    assert main(["score", str(src), "-o", str(out), "-q", "--timeout", "5"]) == 1
+    assert main(["score", str(src), "-o", str(out), "-q", "--timeout", "5", "--verifier", f"{plugin}:exact", "--verifier", "math"]) == 1
     err = capsys.readouterr().err
     assert f"{src}:2: not valid JSON" in err
     assert f"{src}:5: missing field 'verifier'" in err
@@ -114,6 +115,60 @@ def test_mmrlvr_score_cli(plugin, tmp_path, capsys):
     ok = tmp_path / "ok.jsonl"
     ok.write_text(json.dumps(rows[0]) + "\n")
     assert main(["score", str(ok), "-o", str(tmp_path / "o2.jsonl"), "-q"]) == 0
+
+
+EVIL = """
+import pathlib
+pathlib.Path({marker!r}).write_text("ran")
+
+def fn(completion, sample):
+    return 1.0
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_data_row_never_runs_code(tmp_path, capsys, workers):
+    """Item 6: `"verifier": "/path/evil.py:fn"` in a row is refused and the file never imported."""
+    from mmrlvr.cli import main
+
+    marker = tmp_path / "ran.txt"
+    evil = tmp_path / "evil.py"
+    evil.write_text(EVIL.format(marker=str(marker)))
+    rows = [{"verifier": f"{evil}:fn", "completion": "x", "reference": 1},
+            {"verifier": "os:system", "completion": "touch " + str(marker), "reference": 1},
+            {"verifier": "count", "completion": "<answer>1</answer>", "reference": 1}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "-o", str(out), "-q", "--workers", str(workers)]) == 1
+    err = capsys.readouterr().err
+    assert f"{src}:1: verifier '{evil}:fn' is not a registered verifier" in err and "--verifier" in err
+    assert f"{src}:2: verifier 'os:system' is not a registered verifier" in err
+    assert not marker.exists()  # neither the file nor the module ran
+    assert [json.loads(x)["score"] for x in out.read_text().splitlines()] == [1.0]
+    # named by the user on the command line, the same plug-in runs; rows without a verifier use it
+    src.write_text(json.dumps({"completion": "x", "reference": 1}) + "\n" + json.dumps(rows[0]) + "\n")
+    assert main(["score", str(src), "-o", str(out), "-q", "--workers", str(workers), "--verifier", f"{evil}:fn"]) == 0
+    assert [json.loads(x)["score"] for x in out.read_text().splitlines()] == [1.0, 1.0]
+    assert marker.exists()
+
+
+def test_a_task_sample_never_chooses_code(tmp_path):
+    """Item 6 for task data: a sample naming a plug-in is refused unless the config's rewards name it."""
+    from mmrlvr.config import ConfigError
+    from mmrlvr.validate import check_sample_verifiers
+    from mmrlvr.verifiers.score import InProcessScorer
+    from mmrlvr.verifiers.base import UntrustedVerifier
+
+    spec = f"{tmp_path / 'evil.py'}:fn"
+    samples = [Sample("ok", (), 1, "count"), Sample("row-7", (), 1, spec)]
+    with pytest.raises(ConfigError, match="sample 'row-7': verifier .* is not a registered verifier"):
+        check_sample_verifiers(samples)
+    check_sample_verifiers(samples, plugins=[spec])  # the config's rewards: named it
+    with pytest.raises(UntrustedVerifier):
+        InProcessScorer()(spec, ["x"], samples[1:])
+    with pytest.raises(UntrustedVerifier):
+        VerifierPool(workers=1)(spec, ["x"], samples[1:])
 
 
 def test_verifiers_cli_lists_builtins(capsys):

@@ -1,0 +1,251 @@
+"""Check a whole config before anything heavy runs (model load, warm start, first evaluation).
+
+Every problem is one line naming the key, the value and what is allowed; `validate_config`
+raises one `ConfigError` listing them all, and the CLI prints each as `mmrlvr: error: ...` with
+exit status 2. Adding a check is one line: a `Rule` in `RULES` for a value range or a fixed set
+of names, or a function in `CHECKS` for anything that needs code (import a plug-in, a path).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, NamedTuple
+
+from mmrlvr.config import Config, ConfigError
+
+
+class Rule(NamedTuple):
+    key: str  # dotted config key; "algo.*" keys are checked after the preset fills them
+    ok: Callable[[Any], bool]  # True when the value is allowed (None always is: "unset")
+    allowed: str  # what is allowed, said to the user
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def at_least(lo: float) -> Callable[[Any], bool]:
+    return lambda v: _num(v) and v >= lo
+
+
+def above(lo: float) -> Callable[[Any], bool]:
+    return lambda v: _num(v) and v > lo
+
+
+def one_of(*names: str) -> Callable[[Any], bool]:
+    return lambda v: v in names
+
+
+def finite(v) -> bool:
+    return _num(v)
+
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+ATTENTION = ("sdpa", "eager", "flash_attention_2")
+
+RULES: list[Rule] = [
+    Rule("seed", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
+    Rule("threads", at_least(1), "an integer >= 1"),
+    Rule("device", one_of(*DEVICES), f"one of {', '.join(DEVICES)}"),
+    Rule("verifier_timeout", above(0), "a finite number of seconds > 0"),
+    Rule("verifier_workers", at_least(0), "an integer >= 0 (0 runs verifiers in-process)"),
+    Rule("model.dtype", one_of(*DTYPES), f"one of {', '.join(DTYPES)}"),
+    Rule("model.attn_implementation", one_of(*ATTENTION), f"one of {', '.join(ATTENTION)}"),
+    Rule("model.min_pixels", at_least(1), "a number of pixels >= 1 (or null)"),
+    Rule("model.max_pixels", at_least(1), "a number of pixels >= 1 (or null)"),
+    Rule("model.lora_rank", at_least(0), "an integer >= 0 (0: no LoRA)"),
+    Rule("model.lora_alpha", above(0), "a number > 0"),
+    Rule("task.train_size", at_least(1), "an integer >= 1"),
+    Rule("task.eval_size", at_least(1), "an integer >= 1"),
+    Rule("warm_start.steps", at_least(0), "an integer >= 0 (0: no warm start)"),
+    Rule("warm_start.lr", above(0), "a finite number > 0"),
+    Rule("warm_start.batch_size", at_least(1), "an integer >= 1"),
+    Rule("rollout.group_size", at_least(2), "an integer >= 2 (an RL group of one gives no signal)"),
+    Rule("rollout.prompts_per_step", at_least(1), "an integer >= 1"),
+    Rule("rollout.max_new_tokens", at_least(1), "an integer >= 1"),
+    Rule("rollout.temperature", above(0), "a finite number > 0"),
+    Rule("rollout.top_p", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
+    Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
+    Rule("train.steps", at_least(1), "an integer >= 1"),
+    Rule("train.lr", above(0), "a finite number > 0"),
+    Rule("train.weight_decay", at_least(0), "a finite number >= 0"),
+    Rule("train.max_grad_norm", above(0), "a finite number > 0"),
+    Rule("train.log_every", at_least(1), "an integer >= 1"),
+    Rule("train.eval_every", at_least(0), "an integer >= 0 (0: only before and after)"),
+    Rule("train.save_every", at_least(0), "an integer >= 0 (0: only at the end)"),
+    Rule("eval.batch_size", at_least(1), "an integer >= 1"),
+    Rule("eval.max_new_tokens", at_least(1), "an integer >= 1 (or null)"),
+    Rule("algo.clip_low", lambda v: _num(v) and 0 <= v < 1, "a number in [0, 1)"),
+    Rule("algo.clip_high", at_least(0), "a finite number >= 0"),
+    Rule("algo.importance_level", one_of("token", "sequence"), "token or sequence"),
+    Rule("algo.norm_length", at_least(1), "an integer >= 1 (or null)"),
+    Rule("algo.kl_coef", at_least(0), "a finite number >= 0"),
+    Rule("algo.entropy_coef", finite, "a finite number"),
+    Rule("algo.max_rounds", at_least(1), "an integer >= 1"),
+    Rule("algo.overlong_buffer", at_least(-1), "an integer >= 0 (or -1: a fifth of max_new_tokens)"),
+    Rule("algo.overlong_factor", at_least(0), "a finite number >= 0"),
+    Rule("algo.ppo_epochs", at_least(1), "an integer >= 1"),
+    Rule("algo.mini_batches", at_least(1), "an integer >= 1"),
+    Rule("algo.grad_accum", at_least(1), "an integer >= 1"),
+]
+
+
+def _get(cfg: Any, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def _line(key: str, value: Any, allowed: str) -> str:
+    return f"{key}={value!r}: {allowed}"
+
+
+def _check_rules(cfg: Config) -> Iterable[str]:
+    for rule in RULES:
+        value = _get(cfg, rule.key)
+        if value is not None and not rule.ok(value):
+            yield _line(rule.key, value, f"expected {rule.allowed}")
+
+
+def _check_algo(cfg: Config) -> Iterable[str]:
+    """Preset name, then the fields the preset fills (so a bad preset value is named too)."""
+    from mmrlvr.algos.advantages import ADVANTAGES
+    from mmrlvr.algos.losses import AGGREGATIONS, KL_KINDS
+    from mmrlvr.algos.presets import PRESETS
+
+    if cfg.algo.algorithm not in PRESETS:
+        yield _line("algo.algorithm", cfg.algo.algorithm, f"one of {', '.join(sorted(PRESETS))}")
+        return
+    named = [("advantage", ADVANTAGES.names()), ("kl_kind", KL_KINDS), ("aggregation", AGGREGATIONS)]
+    for field, known in named:
+        value = getattr(cfg.algo, field)
+        if value is not None and value not in known:
+            yield _line(f"algo.{field}", value, f"one of {', '.join(known)}")
+
+
+def _check_rewards(cfg: Config) -> Iterable[str]:
+    """Each reward term's verifier resolves (plug-ins are imported here, once) and its weight is finite."""
+    from mmrlvr.verifiers.base import resolve_verifier
+
+    for i, term in enumerate(cfg.rewards):
+        try:
+            fn = resolve_verifier(term.verifier, allow_code=True)
+            if not callable(fn):
+                raise TypeError(f"{type(fn).__name__} is not callable")
+        except Exception as exc:  # noqa: BLE001 - any failure to load user code is the config's
+            text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+            why = text.splitlines()[0] if text else type(exc).__name__
+            yield _line(f"rewards[{i}].verifier", term.verifier, f"cannot be loaded ({why})")
+        if not finite(term.weight):
+            yield _line(f"rewards[{i}].weight", term.weight, "expected a finite number")
+
+
+def task_module(name: str):
+    """The module of task `name` ("counting" or "package.module"), or raise ModuleNotFoundError."""
+    import importlib
+
+    if "." in name:
+        return importlib.import_module(name)
+    for package in ("mmrlvr.tasks", "tasks"):
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name not in (package, f"{package}.{name}"):
+                raise
+    raise ModuleNotFoundError(f"no task module {name!r}", name=name)
+
+
+def _known_tasks() -> list[str]:
+    import pkgutil
+
+    for package in ("mmrlvr.tasks", "tasks"):
+        try:
+            mod = __import__(package, fromlist=["__path__"])
+        except ImportError:
+            continue
+        return sorted(m.name for m in pkgutil.iter_modules(mod.__path__) if not m.name.startswith("_"))
+    return []
+
+
+def _check_task(cfg: Config) -> Iterable[str]:
+    try:
+        module = task_module(cfg.task.name)
+    except ModuleNotFoundError:
+        known = ", ".join(_known_tasks()) or "none found"
+        yield _line("task.name", cfg.task.name, f"a task module; known: {known}, or package.module")
+        return
+    build = getattr(module, "build", None)
+    if not callable(build):
+        yield _line("task.name", cfg.task.name, "a module with a build(split, size, seed, ...) function")
+        return
+    params = inspect.signature(build).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    known = [n for n in params if n not in ("split", "size", "seed")]
+    for arg in cfg.task.args:
+        if arg not in known:
+            yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: {', '.join(known)}")
+
+
+def _model_dir_ok(path: str) -> str | None:
+    """Why `path` is neither the embedded model, a local directory nor a hub name, else None."""
+    if path == "tiny":
+        return None
+    local = Path(path).expanduser()
+    if local.exists():
+        return None if local.is_dir() else "a model directory, not a file"
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(path)
+    except HFValidationError:
+        return "'tiny', an existing local directory or a hub name (owner/name); no such directory"
+    return None
+
+
+def _check_paths(cfg: Config) -> Iterable[str]:
+    why = _model_dir_ok(cfg.model.path)
+    if why:
+        yield _line("model.path", cfg.model.path, why)
+    ckpt = cfg.warm_start.checkpoint
+    if ckpt and not Path(ckpt).expanduser().is_dir():
+        yield _line("warm_start.checkpoint", ckpt, "an existing model directory")
+    out = Path(cfg.output_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        yield _line("output_dir", cfg.output_dir, "a directory (this is a file)")
+    else:
+        parent = next(p for p in [out, *out.absolute().parents] if p.exists())
+        if not (parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)):
+            yield _line("output_dir", cfg.output_dir, f"a writable directory ({parent} is not writable)")
+
+
+CHECKS: list[Callable[[Config], Iterable[str]]] = [_check_rules, _check_algo, _check_rewards, _check_task, _check_paths]
+
+
+def config_errors(cfg: Config) -> list[str]:
+    """Every problem of `cfg`, one line each (empty when the config is usable)."""
+    return [line for check in CHECKS for line in check(cfg)]
+
+
+def validate_config(cfg: Config) -> Config:
+    """Raise ConfigError listing every problem (one per line); return `cfg` when there is none."""
+    errors = config_errors(cfg)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return cfg
+
+
+def check_sample_verifiers(samples, plugins=()) -> None:
+    """A dataset row never chooses code: each sample names a registered verifier or a user plug-in."""
+    from mmrlvr.verifiers.base import UntrustedVerifier, check_allowed
+
+    for spec in sorted({s.verifier for s in samples}):
+        try:
+            check_allowed(spec, plugins)
+        except UntrustedVerifier as exc:
+            first = next(s.id for s in samples if s.verifier == spec)
+            raise ConfigError(f"sample {first!r}: {exc}") from None
