@@ -8,11 +8,18 @@ from typing import Sequence
 import torch
 
 from mmrlvr.types import Completion, Sample, Verdict
+from mmrlvr.verifiers.base import check_allowed
 
 
 def reward_terms(terms, sample: Sample) -> list[tuple[str, float]]:
-    """(verifier spec, weight) pairs: the config's list, or the sample's own verifier."""
-    return [(t.verifier, t.weight) for t in terms] if terms else [(sample.verifier, 1.0)]
+    """(verifier spec, weight) pairs: the config's list, or the sample's own verifier.
+
+    A sample comes from data, so its verifier must be registered: a row never chooses code.
+    """
+    if terms:
+        return [(t.verifier, t.weight) for t in terms]
+    check_allowed(sample.verifier)
+    return [(sample.verifier, 1.0)]
 
 
 def score_completions(

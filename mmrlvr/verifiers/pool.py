@@ -52,13 +52,15 @@ def _run_chunk(spec: str, items: list, timeout: float) -> list[Verdict]:
     return out
 
 
-def portable_spec(spec: str, plugins=()) -> str:
+def portable_spec(spec: str, plugins=None) -> str:
     """Check a spec here (clear errors in the caller) and say how a fresh worker finds it.
 
-    Plug-ins must be among `plugins` (what the user named); file paths become absolute. A name
+    Plug-ins must be among `plugins` (what the user named; None: the caller checked); file
+    paths become absolute. A name
     registered by imported code (a task module) becomes "module:fn", which the worker imports.
     """
-    check_allowed(spec, plugins)
+    if plugins is not None:
+        check_allowed(spec, plugins)
     fn = resolve_verifier(spec)
     if is_plugin(spec):
         return plugin_key(spec)
@@ -78,8 +80,9 @@ def _light(sample):
 class VerifierPool:
     """Callable scorer: `pool(spec, completions, samples) -> list[Verdict]`, order preserved."""
 
-    def __init__(self, timeout: float = 5.0, workers: int = 2, grace: float = 10.0, plugins=()):
-        self.plugins = tuple(plugins)  # plug-in specs the user named; data may name no others
+    def __init__(self, timeout: float = 5.0, workers: int = 2, grace: float = 10.0, plugins=None):
+        # the plug-in specs the user named, which data may name; None: the caller checked
+        self.plugins = None if plugins is None else tuple(plugins)
         self.timeout = float(timeout)
         self.workers = max(1, int(workers))
         self.grace = float(grace)  # extra seconds the parent waits (worker start-up) before killing

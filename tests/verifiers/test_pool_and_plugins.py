@@ -165,10 +165,15 @@ def test_a_task_sample_never_chooses_code(tmp_path):
     with pytest.raises(ConfigError, match="sample 'row-7': verifier .* is not a registered verifier"):
         check_sample_verifiers(samples)
     check_sample_verifiers(samples, plugins=[spec])  # the config's rewards: named it
+    with pytest.raises(UntrustedVerifier):  # the scorers the loop builds refuse it too
+        InProcessScorer(plugins=[])(spec, ["x"], samples[1:])
     with pytest.raises(UntrustedVerifier):
-        InProcessScorer()(spec, ["x"], samples[1:])
-    with pytest.raises(UntrustedVerifier):
-        VerifierPool(workers=1)(spec, ["x"], samples[1:])
+        VerifierPool(workers=1, plugins=[])(spec, ["x"], samples[1:])
+    from mmrlvr.train.rewards import reward_terms
+
+    with pytest.raises(UntrustedVerifier):  # and so does the reward step, whatever the scorer
+        reward_terms([], samples[1])
+    assert reward_terms([], samples[0]) == [("count", 1.0)]
 
 
 def test_verifiers_cli_lists_builtins(capsys):
