@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from pathlib import Path
+
+from mmrlvr.config import Config, ConfigError
+
+TRAIN_EPILOG = (
+    f"config keys: {', '.join(f.name for f in dataclasses.fields(Config))}. Every key of every section "
+    "with its default and a one-line doc: `mmrlvr config --show` (`mmrlvr config --show CONFIG [overrides]` "
+    "prints a file resolved)."
+)
 
 
 def _cmd_train(args) -> int:
@@ -13,17 +23,41 @@ def _cmd_train(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     summary = train(cfg)
-    print(json.dumps({k: summary[k] for k in ("eval_before", "eval_after", "accuracy_gain", "wall_time_s", "run_dir")}, indent=1))
+    if args.merge:
+        from mmrlvr.models.load import merge_checkpoint
+        from mmrlvr.train.checkpoint import latest_checkpoint
+
+        summary["merged"] = str(merge_checkpoint(str(latest_checkpoint(cfg.output_dir)), Path(cfg.output_dir) / "merged"))
+    keys = ("eval_before", "eval_after", "accuracy_gain", "wall_time_s", "run_dir", "merged")
+    print(json.dumps({k: summary[k] for k in keys if k in summary}, indent=1))
     return 0
 
 
 def _cmd_eval(args) -> int:
     from mmrlvr.config import load_config
-    from mmrlvr.train.eval_cli import run_eval
+    from mmrlvr.train.eval_cli import default_out, format_table, run_eval, write_report
 
+    if args.samples < 1:
+        raise ConfigError(f"--samples must be >= 1, got {args.samples}")
     cfg = load_config(args.config, args.overrides)
-    result = run_eval(cfg, args.checkpoint, split=args.split)
-    print(json.dumps(result, indent=1))
+    report = run_eval(cfg, args.checkpoint, split=args.split, samples=args.samples)
+    out = write_report(report, args.out or default_out(args.checkpoint))
+    print(format_table(report))
+    print(f"report: {out}", file=sys.stderr)
+    return 0
+
+
+def _cmd_config(args) -> int:
+    from mmrlvr.config import describe_config, load_config
+
+    print(describe_config(load_config(args.config, args.overrides) if args.config else None))
+    return 0
+
+
+def _cmd_merge(args) -> int:
+    from mmrlvr.models.load import merge_checkpoint
+
+    print(merge_checkpoint(args.checkpoint, args.out))
     return 0
 
 
@@ -63,16 +97,31 @@ def _cmd_verifiers(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmrlvr", description="RL with verifiable rewards for VLMs")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("train", help="warm start (optional) + RL run from a YAML config")
-    p.add_argument("config")
-    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=1e-5")
+    p = sub.add_parser("train", help="warm start (optional) + RL run from a YAML config", epilog=TRAIN_EPILOG)
+    p.add_argument("config", help="YAML file, e.g. configs/quickstart.yaml")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=1e-5 algo.algorithm=dapo")
+    p.add_argument("--merge", action="store_true", help="after training, write <output_dir>/merged/ (LoRA merged in)")
     p.set_defaults(fn=_cmd_train)
-    p = sub.add_parser("eval", help="greedy held-out accuracy of a checkpoint")
+    p = sub.add_parser("eval", help="evaluate a checkpoint on the held-out split; JSON report + table",
+                       epilog="Scored with eval.verifiers, else the configured rewards, else each sample's own verifier.")
     p.add_argument("config")
-    p.add_argument("overrides", nargs="*")
-    p.add_argument("--checkpoint", required=True, help="a model directory (e.g. runs/x/checkpoints/step_60)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. eval.verifiers=[count]")
+    p.add_argument("--checkpoint", required=True,
+                   help="a model or LoRA directory (e.g. runs/x/checkpoints/step_60), a hub name, or 'tiny' (untrained)")
+    p.add_argument("--samples", type=int, default=1, metavar="K",
+                   help="K > 1 adds mean@K and pass@K over K samples at the rollout temperature")
+    p.add_argument("--out", help="report file (default: eval.json in the checkpoint directory)")
     p.add_argument("--split", default="eval", choices=["eval", "train"])
     p.set_defaults(fn=_cmd_eval)
+    p = sub.add_parser("config", help="print every config key with its value and one-line doc")
+    p.add_argument("--show", action="store_true", help="(the default action) print the keys")
+    p.add_argument("config", nargs="?", help="a YAML file to resolve (default: the built-in defaults)")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(fn=_cmd_config)
+    p = sub.add_parser("merge", help="write a LoRA checkpoint as one plain model directory")
+    p.add_argument("checkpoint")
+    p.add_argument("out")
+    p.set_defaults(fn=_cmd_merge)
     p = sub.add_parser("score", help="re-score saved rollouts (JSONL) offline")
     p.add_argument("input")
     p.add_argument("-o", "--output", required=True)
@@ -90,8 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress bars say what matters
-    from mmrlvr.config import ConfigError
-
     try:
         return args.fn(args)
     except (ConfigError, KeyError, FileNotFoundError) as exc:

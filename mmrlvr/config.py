@@ -142,7 +142,11 @@ class TrainConfig:
     steps: int = 100
     """RL steps."""
     lr: float = 1e-4
-    """Policy learning rate (AdamW)."""
+    """Policy learning rate (AdamW): the peak of the schedule."""
+    lr_scheduler: str = "constant"
+    """constant, linear (decay to 0) or cosine (to 0), over train.steps RL steps (transformers' helpers)."""
+    warmup_steps: int = 0
+    """RL steps of linear warm-up from 0 to train.lr before the schedule."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
@@ -155,6 +159,8 @@ class TrainConfig:
     """Steps between checkpoints (0: only at the end)."""
     resume: bool = True
     """Continue from the newest checkpoint in output_dir if there is one."""
+    log_with: list[str] = field(default_factory=lambda: ["tensorboard"])
+    """accelerate trackers: tensorboard, wandb, mlflow, trackio... ([] = metrics.jsonl only)."""
 
 
 @dataclass
@@ -163,6 +169,8 @@ class EvalConfig:
     """Prompts per greedy generation batch."""
     max_new_tokens: int | None = None
     """Defaults to rollout.max_new_tokens."""
+    verifiers: list[str] = field(default_factory=list)
+    """Verifiers to evaluate with (weight 1 each); empty: the configured rewards, else each sample's own."""
 
 
 @dataclass
@@ -296,3 +304,37 @@ def to_dict(cfg: Any) -> dict:
 
 def save_config(cfg: Config, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The one-line docstring under each field of a config dataclass (read from its source)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    docs = {}
+    for node, nxt in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+            docs[node.target.id] = " ".join(str(nxt.value.value).split())
+    return docs
+
+
+def describe_config(cfg: Any = None) -> str:
+    """Every section and key with its value (the defaults, or `cfg`'s) and its one-line doc."""
+    cfg = cfg if cfg is not None else Config()
+    lines: list[str] = []
+
+    def walk(obj: Any, indent: str) -> None:
+        docs, raw = field_docs(type(obj)), dataclasses.asdict(obj)
+        for f in dataclasses.fields(obj):
+            if dataclasses.is_dataclass(getattr(obj, f.name)):
+                lines.append(f"{indent}{f.name}:")
+                walk(getattr(obj, f.name), indent + "  ")
+            else:
+                shown = yaml.safe_dump(raw[f.name], default_flow_style=True).strip().removesuffix("...").strip()
+                lines.append(f"{indent}{f.name}: {shown}  # {docs.get(f.name, '')}")
+
+    walk(cfg, "")
+    return "\n".join(lines)

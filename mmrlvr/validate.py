@@ -72,6 +72,8 @@ RULES: list[Rule] = [
     Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
     Rule("train.steps", at_least(1), "an integer >= 1"),
     Rule("train.lr", above(0), "a finite number > 0"),
+    Rule("train.lr_scheduler", one_of("constant", "linear", "cosine"), "constant, linear or cosine"),
+    Rule("train.warmup_steps", at_least(0), "an integer >= 0 (RL steps)"),
     Rule("train.weight_decay", at_least(0), "a finite number >= 0"),
     Rule("train.max_grad_norm", above(0), "a finite number > 0"),
     Rule("train.log_every", at_least(1), "an integer >= 1"),
@@ -142,6 +144,22 @@ def _check_rewards(cfg: Config) -> Iterable[str]:
             yield _line(f"rewards[{i}].verifier", term.verifier, f"cannot be loaded ({why})")
         if not finite(term.weight):
             yield _line(f"rewards[{i}].weight", term.weight, "expected a finite number")
+
+
+def _check_eval_and_trackers(cfg: Config) -> Iterable[str]:
+    """eval.verifiers resolve like reward terms; each train.log_with tracker exists and is installed."""
+    from mmrlvr.train.setup import tracker_problem
+    from mmrlvr.verifiers.base import resolve_verifier
+
+    for i, spec in enumerate(cfg.eval.verifiers):
+        try:
+            resolve_verifier(spec, allow_code=True)
+        except Exception as exc:  # noqa: BLE001 - any failure to load user code is the config's
+            yield _line(f"eval.verifiers[{i}]", spec, f"cannot be loaded ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+    for name in cfg.train.log_with:
+        why = tracker_problem(name)
+        if why:
+            yield _line("train.log_with", name, f"expected {why}")
 
 
 def task_module(name: str):
@@ -223,7 +241,9 @@ def _check_paths(cfg: Config) -> Iterable[str]:
             yield _line("output_dir", cfg.output_dir, f"a writable directory ({parent} is not writable)")
 
 
-CHECKS: list[Callable[[Config], Iterable[str]]] = [_check_rules, _check_algo, _check_rewards, _check_task, _check_paths]
+CHECKS: list[Callable[[Config], Iterable[str]]] = [
+    _check_rules, _check_algo, _check_rewards, _check_eval_and_trackers, _check_task, _check_paths,
+]
 
 
 def config_errors(cfg: Config) -> list[str]:

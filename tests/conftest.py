@@ -44,12 +44,25 @@ def _isolated_cache(tmp_path_factory):
     yield
 
 
-@pytest.fixture(scope="session")
-def shared_data():
-    """../shared/data beside the checkout (CI copies it there)."""
+SHARED_DATA_HELP = (
+    "small samples of public datasets (MATH-V geometry and statistics questions, raccoon boxes, "
+    "mmaction2 / Ask-Anything clips, NExT-QA annotations; sources and licences in its README.md). "
+    "It is not in the repository: the project keeps it in shared/data next to the checkouts (CI "
+    "copies it to ../shared/data beside the checkout); point MMRLVR_TEST_DATA at a copy to run these tests"
+)
+
+
+def shared_data_path():
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data"
+    env = os.environ.get("MMRLVR_TEST_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """../shared/data beside the checkout (or $MMRLVR_TEST_DATA): real public samples."""
+    path = shared_data_path()
     if not path.is_dir():
-        pytest.skip("../shared/data is not beside this checkout")
+        pytest.skip(f"no test data at {path}: needs {SHARED_DATA_HELP}")
     return path

@@ -13,25 +13,67 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def resolve_model_path(path: str) -> str:
-    """"tiny" -> the embedded default's directory (built on first use); anything else unchanged."""
-    return str(ensure_tiny()) if path == TINY_NAME else path
+    """"tiny" -> the embedded default's directory (built on first use); a local directory -> its
+    absolute path (so a LoRA adapter saved from it names a base that loads from anywhere); a hub
+    name unchanged."""
+    if path == TINY_NAME:
+        return str(ensure_tiny().resolve())
+    local = Path(path).expanduser()
+    return str(local.resolve()) if local.is_dir() else path
 
 
-def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
-    """Return (model, processor) through AutoModelForImageTextToText + AutoProcessor.
+def checkpoint_path(path: str) -> str:
+    """Check a user-given model directory before anything loads: "tiny", a local directory, or a
+    hub name (`org/name`); a path that looks local but is missing is an error that says so,
+    instead of a hub connection error."""
+    if path == TINY_NAME:
+        return path
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return str(local.resolve())
+    looks_local = path.startswith((".", "/", "~")) or path.count("/") != 1 or local.parent.is_dir()
+    if looks_local or local.exists():
+        raise FileNotFoundError(f"checkpoint {path!r}: no such directory")
+    return path
 
-    The same call loads `Qwen/Qwen2.5-VL-3B-Instruct` on a GPU machine and the embedded tiny model
-    here: the only difference is the directory.
-    """
-    from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    cfg = path_or_cfg if isinstance(path_or_cfg, ModelConfig) else ModelConfig(path=str(path_or_cfg))
-    if cfg.dtype not in _DTYPES:
-        raise ValueError(f"model.dtype {cfg.dtype!r} unknown; known: {', '.join(_DTYPES)}")
-    path = resolve_model_path(cfg.path)
-    model = AutoModelForImageTextToText.from_pretrained(
-        path, dtype=_DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation
-    )
+def load_checkpoint(path: str, model_cfg: ModelConfig | None = None):
+    """(model, processor) from a full model directory or a LoRA adapter directory (merged into the
+    base that its adapter_config.json names), with `model_cfg`'s dtype and pixel limits."""
+    import dataclasses
+
+    path = checkpoint_path(path)
+    cfg = dataclasses.replace(model_cfg or ModelConfig(), path=path, lora_rank=0, freeze_vision=False,
+                              gradient_checkpointing=False)
+    adapter = Path(path) / "adapter_config.json"
+    if not adapter.is_file():
+        return load_policy(cfg)
+    import json
+
+    from peft import PeftModel
+
+    base = json.loads(adapter.read_text()).get("base_model_name_or_path") or TINY_NAME
+    try:
+        base = checkpoint_path(base)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{adapter}: base model {base!r}: no such directory") from None
+    model, _ = load_policy(dataclasses.replace(cfg, path=base))
+    processor = _load_processor(path, cfg)
+    return PeftModel.from_pretrained(model, path).merge_and_unload(), processor
+
+
+def merge_checkpoint(path: str, out: str | Path) -> Path:
+    """Write a LoRA checkpoint as one plain model directory (adapter merged into its base)."""
+    model, processor = load_checkpoint(path)
+    out = Path(out)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
+
+
+def _load_processor(path: str, cfg: ModelConfig):
+    from transformers import AutoProcessor
+
     proc_kwargs = {}
     if cfg.min_pixels is not None or cfg.max_pixels is not None:
         size = {}
@@ -43,6 +85,25 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
     processor = AutoProcessor.from_pretrained(path, **proc_kwargs)
     processor.tokenizer.padding_side = "left"
     _set_video_limits(processor, cfg)
+    return processor
+
+
+def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
+    """Return (model, processor) through AutoModelForImageTextToText + AutoProcessor.
+
+    The same call loads `Qwen/Qwen2.5-VL-3B-Instruct` on a GPU machine and the embedded tiny model
+    here: the only difference is the directory.
+    """
+    from transformers import AutoModelForImageTextToText
+
+    cfg = path_or_cfg if isinstance(path_or_cfg, ModelConfig) else ModelConfig(path=str(path_or_cfg))
+    if cfg.dtype not in _DTYPES:
+        raise ValueError(f"model.dtype {cfg.dtype!r} unknown; known: {', '.join(_DTYPES)}")
+    path = resolve_model_path(cfg.path)
+    model = AutoModelForImageTextToText.from_pretrained(
+        path, dtype=_DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation
+    )
+    processor = _load_processor(path, cfg)
     if cfg.freeze_vision:
         visual = getattr(getattr(model, "model", model), "visual", None)
         if visual is not None:

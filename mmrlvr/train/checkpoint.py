@@ -28,14 +28,18 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer, state: dict, keep: int = 2) -> Path:
+def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer, state: dict, keep: int = 2,
+                    scheduler=None) -> Path:
     """Write checkpoints/step_<step>/ atomically and keep only the newest `keep`."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     model.save_pretrained(tmp)
     processor.save_pretrained(tmp)
-    torch.save({"optimizer": optimizer.state_dict(), "rng": _rng_state()}, tmp / "trainer_state.pt")
+    blob = {"optimizer": optimizer.state_dict(), "rng": _rng_state()}
+    if scheduler is not None:
+        blob["scheduler"] = scheduler.state_dict()
+    torch.save(blob, tmp / "trainer_state.pt")
     (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
     final = root / f"step_{step}"
     if final.exists():
@@ -59,10 +63,12 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return ckpts[-1] if ckpts else None
 
 
-def load_trainer_state(ckpt: Path, optimizer) -> dict:
-    """Restore optimizer and RNG states; return the saved state dict (step, data position...)."""
+def load_trainer_state(ckpt: Path, optimizer, scheduler=None) -> dict:
+    """Restore optimizer, LR schedule and RNG states; return the saved state dict (step, data position...)."""
     blob = torch.load(ckpt / "trainer_state.pt", weights_only=False)
     optimizer.load_state_dict(blob["optimizer"])
+    if scheduler is not None and "scheduler" in blob:
+        scheduler.load_state_dict(blob["scheduler"])
     _set_rng_state(blob["rng"])
     return json.loads((ckpt / "state.json").read_text())
 

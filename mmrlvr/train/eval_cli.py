@@ -1,33 +1,66 @@
-"""`mmrlvr eval`: greedy accuracy of a saved model on a task split."""
+"""`mmrlvr eval CONFIG [overrides] --checkpoint DIR [--samples K] [--out FILE]`: a JSON report.
+
+The checkpoint is a saved model directory (full or LoRA adapter), a hub name, or "tiny" (the
+embedded default, untrained). It is scored with the same terms as the training-time evaluation.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import json
+from pathlib import Path
 
 from mmrlvr.config import Config
-from mmrlvr.models.load import load_policy
+from mmrlvr.models.load import checkpoint_path, load_checkpoint
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train.evaluate import evaluate
+from mmrlvr.train.evaluate import eval_terms, evaluate
 from mmrlvr.train.setup import set_threads_and_seed
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
 
 
-def run_eval(cfg: Config, checkpoint: str, split: str = "eval") -> dict:
+def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1) -> dict:
+    """Evaluate `checkpoint` on the task's split; the report's fields are listed in README.md."""
     validate_config(cfg)
+    checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading
     accelerator = set_threads_and_seed(cfg)
     size = cfg.task.eval_size if split == "eval" else cfg.task.train_size
-    samples = load_task(cfg.task.name, split, size, cfg.seed, **cfg.task.args)
-    plugins = [t.verifier for t in cfg.rewards]
-    check_sample_verifiers(samples, plugins)
-    model, processor = load_policy(dataclasses.replace(cfg.model, path=checkpoint, lora_rank=0))
+    rows = load_task(cfg.task.name, split, size, cfg.seed, **cfg.task.args)
+    plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config names code
+    check_sample_verifiers(rows, plugins)
+    model, processor = load_checkpoint(checkpoint, cfg.model)
     model.to(accelerator.device)
     engine = HFRolloutEngine(model, processor)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
+    terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
     try:
-        result = evaluate(engine, samples, scorer, cfg.rollout, cfg.eval.batch_size,
-                          cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens)
+        result = evaluate(engine, rows, scorer, cfg.rollout, cfg.eval.batch_size,
+                          cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms=terms, k=samples,
+                          seed=cfg.seed)
     finally:
         scorer.close()
-    return {"checkpoint": checkpoint, "split": split, **result}
+    metrics = result.pop("metrics")
+    return {"task": cfg.task.name, "checkpoint": checkpoint, "split": split, **result, **metrics,
+            "verifiers": [spec for spec, _ in terms] or "each sample's own"}
+
+
+def default_out(checkpoint: str) -> Path:
+    """eval.json in the checkpoint directory; for "tiny" or a hub name, in the working directory."""
+    local = Path(checkpoint).expanduser()
+    return local / "eval.json" if local.is_dir() else Path("eval.json")
+
+
+def write_report(report: dict, out: str | Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, default=str))
+    return out
+
+
+def format_table(report: dict) -> str:
+    """The scalar fields as an aligned two-column table for the terminal."""
+    skip = {"examples", "skipped", "verifiers"}
+    rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in report.items() if k not in skip]
+    rows.append(("skipped rows", str(len(report.get("skipped", [])))))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

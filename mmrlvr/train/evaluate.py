@@ -1,27 +1,179 @@
-"""Held-out evaluation: greedy completions scored by each sample's verifier."""
+"""Held-out evaluation with the reward the run trains for: greedy answers scored by every term.
+
+The terms are `eval.verifiers` when set, else the configured `rewards:`, else each sample's own
+verifier. Each term is reported under its verifier's name (and its parts as `<name>/<part>`),
+`reward` is their weighted sum, and the headline metric is named for what it measures:
+`accuracy` for a pass/fail answer verifier, `mean_iou` for IoU, and so on. With `samples > 1`
+the report adds `mean@K` and `pass@K` over K completions sampled at the rollout temperature.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Sequence
 
-from mmrlvr.train.rewards import score_completions
 from mmrlvr.types import Sample
+
+try:  # media decoding errors name the file (mmrlvr.data.media, when present); PIL raises OSError
+    from mmrlvr.data.media import MediaError
+
+    BAD_MEDIA: tuple = (MediaError, OSError)
+except ImportError:
+    BAD_MEDIA = (OSError,)
+
+# The headline each built-in verifier measures; a user verifier may set `fn.eval_metric`.
+HEADLINES = {
+    "count": "accuracy", "math": "accuracy", "choice": "accuracy", "number": "accuracy",
+    "exact": "accuracy", "iou": "mean_iou", "boxes": "box_f1", "tiou": "mean_tiou", "order": "order_score",
+}
+
+
+def term_name(spec: str) -> str:
+    """`count` -> count, `path/file.py:my_fn` -> my_fn (the same names as `reward/<name>`)."""
+    return spec.rsplit(":", 1)[-1]
+
+
+def headline_of(spec: str) -> str | None:
+    """The metric a verifier's mean score is (accuracy, mean_iou, ...), or None if unnamed."""
+    if spec in HEADLINES:
+        return HEADLINES[spec]
+    if ":" not in spec:
+        return None
+    from mmrlvr.verifiers.base import resolve_verifier
+
+    try:
+        return getattr(resolve_verifier(spec), "eval_metric", None)
+    except Exception:  # a broken plug-in is reported by the scorer, not here
+        return None
+
+
+def eval_terms(rewards: Sequence, verifiers: Sequence[str]) -> list[tuple[str, float]]:
+    """(spec, weight) pairs to evaluate with; empty means each sample's own verifier."""
+    if verifiers:
+        return [(v, 1.0) for v in verifiers]
+    return [(t.verifier, t.weight) for t in rewards]
+
+
+def _score(completions: list[str], samples: list[Sample], terms, scorer) -> tuple[list[dict], list[dict]]:
+    """Per completion: {spec: score} and {spec: parts}, each spec's verifier run once over its rows."""
+    per_row_terms = [terms or [(s.verifier, 1.0)] for s in samples]
+    by_spec: dict[str, list[int]] = defaultdict(list)
+    for i, row_terms in enumerate(per_row_terms):
+        for spec, _ in row_terms:
+            by_spec[spec].append(i)
+    scores: list[dict] = [{} for _ in samples]
+    parts: list[dict] = [{} for _ in samples]
+    for spec, idx in by_spec.items():
+        for i, v in zip(idx, scorer(spec, [completions[i] for i in idx], [samples[i] for i in idx])):
+            scores[i][spec], parts[i][spec] = v.score, v.parts
+    return scores, parts
+
+
+def _headline_score(row_scores: dict, row_terms) -> float:
+    """The first pass/fail-or-named term's score, else the weight-normalised reward."""
+    for spec, _ in row_terms:
+        if headline_of(spec) is not None:
+            return row_scores[spec]
+    total = sum(w for _, w in row_terms) or 1.0
+    return sum(row_scores[s] * w for s, w in row_terms) / total
+
+
+def summarize(samples: list[Sample], scores: list[dict], parts: list[dict], terms) -> dict:
+    """Means over rows: reward, each term, each part, and the headline metric(s)."""
+    sums: dict[str, list[float]] = defaultdict(list)
+    for s, row_scores, row_parts in zip(samples, scores, parts):
+        row_terms = terms or [(s.verifier, 1.0)]
+        sums["reward"].append(sum(row_scores[spec] * w for spec, w in row_terms))
+        sums["score"].append(_headline_score(row_scores, row_terms))
+        seen = set()
+        for spec, _ in row_terms:
+            name = term_name(spec)
+            sums[name].append(row_scores[spec])
+            for k, x in row_parts[spec].items():
+                if isinstance(x, (int, float)):
+                    sums[f"{name}/{k}"].append(float(x))
+            head = headline_of(spec)
+            if head and head not in seen:
+                seen.add(head)
+                sums[head].append(row_scores[spec])
+    return {k: sum(v) / len(v) for k, v in sums.items() if v}
+
+
+def _rollout_rows(engine, chunk: list[Sample], rows: list[int], k: int, sampling, seed: int, greedy: bool,
+                  max_new_tokens, skipped: list) -> tuple[list[Sample], list[str], int]:
+    """Generate for a chunk; if its media cannot be encoded, retry row by row and skip the bad ones."""
+    try:
+        out = engine.rollout(chunk, k, sampling, seed=seed, greedy=greedy, max_new_tokens=max_new_tokens)
+        return chunk, [c.text for c in out.completions], int(out.completion_mask.sum())
+    except BAD_MEDIA:
+        if len(chunk) == 1:
+            raise
+    kept, texts, length = [], [], 0
+    for s, row in zip(chunk, rows):
+        try:
+            one, t, n = _rollout_rows(engine, [s], [row], k, sampling, seed, greedy, max_new_tokens, skipped)
+        except BAD_MEDIA as exc:  # a row whose media cannot be read is reported and skipped
+            skipped.append({"row": row, "reason": f"{type(exc).__name__}: {exc}"})
+            continue
+        kept += one
+        texts += t
+        length += n
+    return kept, texts, length
 
 
 def evaluate(engine, samples: Sequence[Sample], scorer, sampling, batch_size: int = 64,
-             max_new_tokens: int | None = None) -> dict:
-    """{"accuracy": mean verifier score of greedy answers, "n": count, plus mean length}."""
-    total, n, length, examples = 0.0, 0, 0, []
+             max_new_tokens: int | None = None, terms: Sequence[tuple[str, float]] = (),
+             k: int = 1, seed: int = 0) -> dict:
+    """Greedy answers for every row, scored by `terms`; with k > 1 also mean@k and pass@k.
+
+    Returns {"n", "accuracy", "metrics": {reward, <headline>, <term>, <term>/<part>},
+    "skipped": [{"row", "reason"}], "mean_length", "examples", "mean@k", "pass@k"}; `accuracy` is
+    the mean headline score of the greedy answers (pass/fail accuracy, mean IoU, ...).
+    """
+    terms = list(terms)
+    skipped = [dict(x) for x in getattr(samples, "skipped", [])]  # rows the loader could not use
+    kept, texts, length = [], [], 0
     for start in range(0, len(samples), batch_size):
         chunk = list(samples[start : start + batch_size])
-        out = engine.rollout(chunk, 1, sampling, seed=0, greedy=True, max_new_tokens=max_new_tokens)
-        rewards, _, verdicts = score_completions(out.completions, chunk, 1, [], scorer)
-        total += rewards.sum().item()
-        n += len(chunk)
-        length += int(out.completion_mask.sum())
-        if not examples:
-            examples = [
-                {"id": s.id, "completion": c.text, "score": v.score, "reason": v.reason}
-                for s, c, v in list(zip(chunk, out.completions, verdicts))[:4]
-            ]
-    return {"accuracy": total / max(n, 1), "n": n, "mean_length": length / max(n, 1), "examples": examples}
+        rows = [s.meta.get("row", start + i) for i, s in enumerate(chunk)]
+        got, t, n = _rollout_rows(engine, chunk, rows, 1, sampling, seed, True, max_new_tokens, skipped)
+        kept += got
+        texts += t
+        length += n
+    scores, parts = _score(texts, kept, terms, scorer)
+    metrics = summarize(kept, scores, parts, terms) if kept else {}
+    result = {
+        "n": len(kept), "accuracy": metrics.pop("score", 0.0), "metrics": metrics, "skipped": skipped,
+        "mean_length": length / max(len(kept), 1),
+        "examples": [{"id": s.id, "completion": c, "scores": sc} for s, c, sc in list(zip(kept, texts, scores))[:4]],
+    }
+    if k > 1 and kept:
+        result.update(sample_at_k(engine, kept, scorer, sampling, batch_size, max_new_tokens, terms, k, seed))
+    return result
+
+
+def sample_at_k(engine, samples: list[Sample], scorer, sampling, batch_size: int, max_new_tokens,
+                terms, k: int, seed: int) -> dict:
+    """mean@k (mean headline score of k samples) and pass@k (best of k), averaged over rows."""
+    per_row: list[list[float]] = []
+    step = max(1, batch_size // k)
+    for start in range(0, len(samples), step):
+        chunk = samples[start : start + step]
+        out = engine.rollout(chunk, k, sampling, seed=seed + 1 + start, max_new_tokens=max_new_tokens)
+        repeated = [chunk[c.sample_index] for c in out.completions]
+        scores, _ = _score([c.text for c in out.completions], repeated, terms, scorer)
+        heads = [_headline_score(sc, terms or [(s.verifier, 1.0)]) for sc, s in zip(scores, repeated)]
+        per_row += [heads[i * k : (i + 1) * k] for i in range(len(chunk))]
+    mean, passed = at_k(per_row)
+    return {f"mean@{k}": mean, f"pass@{k}": passed}
+
+
+def at_k(per_row: list[list[float]]) -> tuple[float, float]:
+    """(mean@k, pass@k): the mean score of each row's k samples, and its best, averaged over rows."""
+    return (sum(sum(r) / len(r) for r in per_row) / len(per_row),
+            sum(max(r) for r in per_row) / len(per_row))
+
+
+def eval_metrics(task: str, result: dict) -> dict:
+    """`eval/<task>/<name>` for the metrics log (reward, accuracy or mean_iou, each term and part)."""
+    return {f"eval/{task}/{name}": value for name, value in result["metrics"].items()}

@@ -7,6 +7,7 @@ plus a config field, never a callback or a subclass.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -18,10 +19,10 @@ from mmrlvr.config import Config, save_config
 from mmrlvr.models.load import load_policy
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, load_trainer_state, save_checkpoint
-from mmrlvr.train.evaluate import evaluate
+from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
-from mmrlvr.train.setup import prepare_policy, set_threads_and_seed
+from mmrlvr.train.setup import make_scheduler, prepare_policy, set_threads_and_seed, start_trackers
 from mmrlvr.train.step import PromptStream, collect, update
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
@@ -31,22 +32,26 @@ from mmrlvr.tasks import load_task
 def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
     validate_config(cfg)  # every bad setting named before anything heavy runs
-    accelerator = set_threads_and_seed(cfg)
     run_dir = Path(cfg.output_dir)
     if not cfg.train.resume:
         clear_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
+    # the resolved config: preset fields and defaults written out, so the file reruns this run
+    resolved = dataclasses.replace(cfg, algo=algo, eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))
+    save_config(resolved, run_dir / "config.yaml")
+    accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
+    start_trackers(accelerator, resolved, run_dir)
     is_main = accelerator.is_main_process
-    log = MetricsWriter(run_dir, enabled=is_main)
+    log = MetricsWriter(run_dir, accelerator, enabled=is_main)
     progress = Progress(cfg.train.steps, enabled=is_main)
     t_start = time.perf_counter()
 
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
     train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **cfg.task.args)
     eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **cfg.task.args)
-    plugins = [t.verifier for t in cfg.rewards]  # only the config may name code to run
+    plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config may name code to run
     check_sample_verifiers([*train_set, *eval_set], plugins)
     ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
     model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
@@ -57,21 +62,24 @@ def train(cfg: Config) -> dict:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     model, optimizer = accelerator.prepare(model, optimizer)
+    scheduler = make_scheduler(optimizer, cfg.train)  # stepped once per RL step, like verl
     policy = accelerator.unwrap_model(model)
     engine = HFRolloutEngine(policy, processor)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
-    eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
+    terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
 
     def run_eval() -> dict:
-        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, eval_tokens)
+        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, eval_tokens, terms=terms)
 
     state = {"step": 0, "data_pos": 0, "eval_before": None, "warm_start": warm}
     if ckpt is not None:
-        state = load_trainer_state(ckpt, optimizer)
+        state = load_trainer_state(ckpt, optimizer, scheduler)
         log.truncate_after(state["step"])
         progress.note(f"resumed from {ckpt} (step {state['step']})")
     if state["eval_before"] is None:
-        state["eval_before"] = {k: v for k, v in run_eval().items() if k != "examples"}
+        before = run_eval()
+        state["eval_before"] = {k: v for k, v in before.items() if k != "examples"}
+        log.log(0, eval_metrics(cfg.task.name, before))
         progress.note(f"held-out accuracy before RL: {state['eval_before']['accuracy']:.3f}")
     stream = PromptStream(train_set, cfg.seed, pos=state["data_pos"])
     model.train()  # the engine switches to eval for sampling and back
@@ -82,18 +90,20 @@ def train(cfg: Config) -> dict:
         batch = collect(engine, stream, scorer, cfg, algo, seed=cfg.seed * 100_003 + step)
         # 4-5. advantages and the policy update (ppo_epochs x mini_batches optimizer steps)
         t1 = time.perf_counter()
+        lr = optimizer.param_groups[0]["lr"]  # the rate this step's update used
         stats = update(model, ref_model, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=step)
+        scheduler.step()
         engine.sync_weights(policy)
         # 6. log
         metrics = {
             **batch.metrics, **stats,
             "reward/mean": batch.rewards.nanmean().item(),
-            "actor/lr": optimizer.param_groups[0]["lr"],
+            "actor/lr": lr,
             "time/update": time.perf_counter() - t1,
             "time/step": time.perf_counter() - t0,
         }
         if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
-            metrics[f"eval/{cfg.task.name}/accuracy"] = run_eval()["accuracy"]
+            metrics.update(eval_metrics(cfg.task.name, run_eval()))
         log.log(step, metrics)
         if is_main and (step % cfg.train.log_every == 0 or step == 1):
             _write_samples(run_dir, step, batch)
@@ -101,10 +111,10 @@ def train(cfg: Config) -> dict:
         # 7. checkpoint (atomic), with the data position so a resumed run continues exactly
         state.update(step=step, data_pos=stream.pos)
         if is_main and ((cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps):
-            save_checkpoint(run_dir, step, policy, processor, optimizer, state)
+            save_checkpoint(run_dir, step, policy, processor, optimizer, state, scheduler=scheduler)
 
     eval_after = run_eval()
-    log.log(cfg.train.steps, {f"eval/{cfg.task.name}/accuracy": eval_after["accuracy"]})
+    log.log(cfg.train.steps, eval_metrics(cfg.task.name, eval_after))
     summary = _summary(cfg, state, eval_after, run_dir, time.perf_counter() - t_start)
     if is_main:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -115,15 +125,19 @@ def train(cfg: Config) -> dict:
 
 
 def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
-    """A few completions with their verdicts, for a person to read."""
+    """A few completions with their verdicts, for a person to read: two from each of the first
+    k // 2 prompts, so both the spread across prompts and within a group are visible."""
     out = run_dir / "samples"
     out.mkdir(exist_ok=True)
-    g = len(batch.texts) // max(len(batch.samples), 1)
+    b = max(len(batch.samples), 1)
+    g = len(batch.texts) // b
+    prompts = min(b, max(1, k // 2))
+    picks = [p * g + j for p in range(prompts) for j in range(min(g, max(1, k // prompts)))]
     with open(out / f"step_{step}.jsonl", "w") as f:
-        for i, (text, verdict) in enumerate(list(zip(batch.texts, batch.verdicts))[:k]):
-            s = batch.samples[i // g]
-            row = {"id": s.id, "reference": s.reference, "completion": text, "score": verdict.score,
-                   "reason": verdict.reason, "reward": batch.rewards.view(-1)[i].item()}
+        for i in picks:
+            s, verdict = batch.samples[i // g], batch.verdicts[i]
+            row = {"id": s.id, "prompt": i // g, "reference": s.reference, "completion": batch.texts[i],
+                   "score": verdict.score, "reason": verdict.reason, "reward": batch.rewards.view(-1)[i].item()}
             f.write(json.dumps(row, default=str) + "\n")
 
 

@@ -1,4 +1,5 @@
-"""Metrics a person can plot: one JSON line per step and tensorboard events, side by side."""
+"""Metrics a person can plot: one JSON line per step, plus the accelerate trackers (tensorboard by
+default; wandb, mlflow, trackio with `train.log_with`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,11 @@ from pathlib import Path
 
 
 class MetricsWriter:
-    def __init__(self, run_dir: str | Path, enabled: bool = True):
+    def __init__(self, run_dir: str | Path, accelerator=None, enabled: bool = True):
         self.enabled = enabled
         self.run_dir = Path(run_dir)
-        self._tb = None
+        self.accelerator = accelerator  # its trackers receive every logged line
         if enabled:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"))
             self._jsonl = open(self.run_dir / "metrics.jsonl", "a", buffering=1)
 
     def truncate_after(self, step: int) -> None:
@@ -33,11 +31,11 @@ class MetricsWriter:
             return
         clean = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
         self._jsonl.write(json.dumps({"step": step, **clean}) + "\n")
-        for k, v in clean.items():
-            self._tb.add_scalar(k, v, step)
+        if self.accelerator is not None and self.accelerator.trackers:
+            self.accelerator.log(clean, step=step)
 
     def close(self) -> None:
         if self.enabled:
-            self._tb.flush()
-            self._tb.close()
             self._jsonl.close()
+        if self.accelerator is not None and self.accelerator.trackers:
+            self.accelerator.end_training()

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import torch
 
-from mmrlvr.config import Config
+from mmrlvr.config import Config, ConfigError
 from mmrlvr.models.load import load_policy
 
 
-def set_threads_and_seed(cfg: Config):
-    """Create the Accelerator, then pin torch's CPU threads and seed everything.
+def set_threads_and_seed(cfg: Config, log_with: list[str] | None = None):
+    """Create the Accelerator (with its trackers, `log_with`), then pin torch's CPU threads and
+    seed everything.
 
     Threads are set after the Accelerator because it may change them; on small VMs torch's
     default OpenMP threads spin-wait and make tiny ops ~100x slower.
@@ -25,11 +26,68 @@ def set_threads_and_seed(cfg: Config):
     from transformers import set_seed
 
     torch.set_num_threads(cfg.threads)
-    accelerator = Accelerator(cpu=cfg.device == "cpu")
+    trackers = [_tracker(name, cfg.output_dir) for name in (log_with or [])]
+    accelerator = Accelerator(cpu=cfg.device == "cpu", log_with=trackers or None, project_dir=cfg.output_dir)
     if accelerator.device.type == "cpu":
         torch.set_num_threads(cfg.threads)
     set_seed(cfg.seed)
     return accelerator
+
+
+def tracker_problem(name: str) -> str | None:
+    """Why `name` cannot be an accelerate tracker here (unknown, or its package missing), else None."""
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+    from accelerate.utils import is_mlflow_available, is_trackio_available, is_wandb_available
+
+    if name not in LOGGER_TYPE_TO_CLASS:
+        return f"an accelerate tracker; known: {', '.join(sorted(LOGGER_TYPE_TO_CLASS))}"
+    available = {"wandb": is_wandb_available, "mlflow": is_mlflow_available, "trackio": is_trackio_available}
+    if name in available and not bool(available[name]()):
+        return f"an installed tracker (pip install {name})"
+    return None
+
+
+def _tracker(name: str, run_dir: str):
+    """tensorboard writes to <run_dir>/tensorboard; other names go to accelerate as they are."""
+    why = tracker_problem(name)
+    if why:
+        raise ConfigError(f"train.log_with={name!r}: expected {why}")
+    if name == "tensorboard":
+        from accelerate.tracking import TensorBoardTracker
+
+        return TensorBoardTracker("tensorboard", run_dir)
+    return name
+
+
+def flat_config(cfg: Config) -> dict:
+    """The config as dotted scalar keys (`train.lr`), the form trackers store hyper-parameters in."""
+    out: dict = {}
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            out[prefix] = value if isinstance(value, (int, float, str, bool)) else str(value)
+
+    walk("", dataclasses.asdict(cfg))
+    return out
+
+
+def start_trackers(accelerator, cfg: Config, run_dir: Path) -> None:
+    """Open the trackers with the resolved config as hyper-parameters (project "mmrlvr")."""
+    if accelerator.log_with:
+        accelerator.init_trackers("mmrlvr", config=flat_config(cfg),
+                                  init_kwargs={"wandb": {"name": Path(run_dir).name}})
+
+
+def make_scheduler(optimizer, train_cfg):
+    """transformers' LR schedule: constant, linear or cosine after `warmup_steps` of warm-up."""
+    from transformers import get_scheduler
+
+    name = "constant_with_warmup" if train_cfg.lr_scheduler == "constant" else train_cfg.lr_scheduler
+    return get_scheduler(name, optimizer, num_warmup_steps=train_cfg.warmup_steps,
+                         num_training_steps=train_cfg.steps)
 
 
 def _load_from(cfg: Config, path: str | Path):

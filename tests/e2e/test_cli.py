@@ -18,8 +18,33 @@ def test_train_then_eval_a_checkpoint(tmp_path, capsys):
     assert set(printed) >= {"eval_before", "eval_after", "accuracy_gain", "run_dir"}
     ckpt = run / "checkpoints" / "step_2"
     assert main(["eval", "configs/quickstart.yaml", *SMALL, "--checkpoint", str(ckpt)]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["n"] == 16 and result["accuracy"] == pytest.approx(printed["eval_after"]["accuracy"])
+    table = capsys.readouterr().out
+    report = json.loads((ckpt / "eval.json").read_text())  # the default report location
+    assert report["n"] == 16 and report["accuracy"] == pytest.approx(printed["eval_after"]["accuracy"])
+    assert report["task"] == "counting" and report["skipped"] == [] and "mean@2" not in report
+    shown = dict(line.rsplit(None, 1) for line in table.splitlines())
+    assert shown["accuracy"] == f"{report['accuracy']:.4f}" and shown["skipped rows"] == "0"
+    assert report["count"] == report["accuracy"] and "reward" in report
+
+
+def test_eval_of_the_untrained_tiny_model_with_samples(tmp_path, capsys):
+    out = tmp_path / "r" / "report.json"
+    argv = ["eval", "configs/quickstart.yaml", *SMALL, "task.eval_size=6", "--checkpoint", "tiny",
+            "--samples", "3", "--out", str(out)]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["n"] == 6 and report["checkpoint"] == "tiny"
+    assert report["pass@3"] >= report["mean@3"]
+    assert set(report) >= {"task", "n", "accuracy", "skipped", "count", "reward", "mean@3", "pass@3"}
+    table = capsys.readouterr().out
+    assert "pass@3" in table and "mean@3" in table
+
+
+def test_missing_checkpoint_says_no_such_directory(tmp_path, capsys):
+    for path in (str(tmp_path / "nope" / "step_80"), "runs/nope/checkpoints/step_80", "step_80"):
+        assert main(["eval", "configs/quickstart.yaml", "--checkpoint", path]) == 2
+        err = capsys.readouterr().err
+        assert "no such directory" in err and path in err, err
 
 
 def test_bad_config_key_is_a_clear_error(capsys):

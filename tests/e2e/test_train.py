@@ -32,8 +32,12 @@ def test_short_run_writes_everything_and_changes_weights(tmp_path):
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2, 3]
+    step1 = next(r for r in rows if "reward/mean" in r)
     for key in ("reward/count", "reward/even_length", "reward/even_length/length", "loss/policy", "actor/entropy", "rollout/mixed_group_frac", "time/step"):
-        assert key in rows[0]
+        assert key in step1
+    # the held-out evaluation uses the configured terms (the user's verifier too), before and after RL
+    for key in ("eval/counting/reward", "eval/counting/accuracy", "eval/counting/even_length"):
+        assert key in rows[0] and key in rows[-1]
     saved = json.loads((run / "summary.json").read_text())
     assert set(saved) >= {"eval_before", "eval_after"} and 0.0 <= saved["eval_after"]["accuracy"] <= 1.0
     assert saved["eval_before"]["n"] == 16
