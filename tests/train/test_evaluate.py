@@ -9,7 +9,7 @@ from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.evaluate import at_k, eval_metrics, eval_terms, evaluate, headline_of, summarize
 from mmrlvr.types import Sample
 from mmrlvr.verifiers.score import InProcessScorer
-from tasks import load_task
+from mmrlvr.tasks import load_task
 
 USER = f"{Path(__file__).parents[1] / 'e2e' / 'user_verifier.py'}:even_length"
 
