@@ -1,0 +1,38 @@
+"""Figures without pyplot's global state: safe in scripts, tests and notebooks alike.
+
+`matplotlib.figure.Figure` renders with the Agg canvas when saved, whatever backend is active, and
+nothing accumulates in a global figure list; notebooks display the saved PNG.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def new_figure(rows: int, cols: int, panel: float = 3.0, width: float | None = None, height: float | None = None):
+    """(figure, axes as a rows x cols nested list) with `panel` inches per panel."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width or panel * cols, height or panel * rows), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(rows, cols, squeeze=False)).tolist()
+    return fig, axes
+
+
+def save_figure(fig, path: str | Path, dpi: int = 120) -> Path:
+    """Write `fig` as a PNG (parent folders created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, format="png")
+    return path
+
+
+def figure_to_array(fig, dpi: int = 100) -> np.ndarray:
+    """(H, W, 4) uint8 RGBA pixels of a rendered figure, for tests and compositing."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    fig.set_dpi(dpi)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba()).copy()

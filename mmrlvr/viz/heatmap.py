@@ -1,0 +1,110 @@
+"""Attention maps drawn on the original image or video frames."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from PIL import Image
+
+from mmrlvr.viz.attention import AttentionResult, MediaMap, temporal_profile, upsample
+from mmrlvr.viz.figure import new_figure
+
+
+def as_pil(media) -> Image.Image:
+    """A PIL image from a PIL image, an (H, W, 3) uint8 array, or a media reference (path, bytes)."""
+    if isinstance(media, Image.Image):
+        return media.convert("RGB")
+    if isinstance(media, np.ndarray):
+        return Image.fromarray(np.asarray(media, dtype=np.uint8)).convert("RGB")
+    from mmrlvr.data import media as media_mod  # lands with lazy media references
+
+    return media_mod.load_image(media).convert("RGB")
+
+
+def video_frames(video) -> list[Image.Image]:
+    """Frames of a decoded video ((T, H, W, 3) array or list of frames) or of a `VideoRef`."""
+    if isinstance(video, np.ndarray) or isinstance(video, (list, tuple)):
+        return [as_pil(f) for f in video]
+    from mmrlvr.data import media as media_mod  # VideoRef and load_video land with the video issue
+
+    return [as_pil(f) for f in media_mod.load_video(video)]
+
+
+def overlay_heatmap(image, weights: np.ndarray, alpha: float = 0.55, cmap: str = "inferno",
+                    vmax: float | None = None) -> Image.Image:
+    """Blend an (h, w) cell map onto `image` (original size): each cell covers its own rectangle.
+
+    Values are scaled to [0, vmax] (default: the map's maximum), so the hottest cell is the
+    colormap's top colour; `alpha` is the heat map's opacity.
+    """
+    from matplotlib import colormaps
+
+    base = as_pil(image)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 2:
+        raise ValueError(f"expected an (h, w) map, got shape {w.shape}")
+    top = float(vmax) if vmax is not None else float(w.max())
+    scaled = np.clip(w / top, 0.0, 1.0) if top > 0 else np.zeros_like(w)
+    pixels = upsample(scaled, base.size)
+    heat = (colormaps[cmap](pixels)[..., :3] * 255).astype(np.float64)
+    mixed = (1 - alpha) * np.asarray(base, dtype=np.float64) + alpha * heat
+    return Image.fromarray(mixed.round().astype(np.uint8))
+
+
+def plot_image_attention(image, result: AttentionResult, per_token: bool = True, max_tokens: int = 6,
+                         title: str | None = None):
+    """Figure: the image, the mean attention map of the chosen tokens, then one map per token."""
+    maps = [m for m in result.maps if m.kind == "image"]
+    if not maps:
+        raise ValueError("the sample has no image attention map")
+    panels = [("image", as_pil(image), None), (f"mean over {len(result.tokens)} tokens", None, maps[0])]
+    if per_token:
+        for tok, tmaps in list(zip(result.tokens, result.per_token))[:max_tokens]:
+            panels.append((f"token {tok!r}", None, [m for m in tmaps if m.kind == "image"][0]))
+    ncols = min(len(panels), 4)
+    nrows = -(-len(panels) // ncols)
+    fig, axes = new_figure(nrows, ncols, panel=2.6)
+    flat = [a for row in axes for a in row]
+    base = as_pil(image)
+    for ax, (name, pil, mmap) in zip(flat, panels):
+        if mmap is None:
+            ax.imshow(pil)
+        else:
+            ax.imshow(overlay_heatmap(base, mmap.weights[0]))
+            name += f"\nshare on image {mmap.weights.sum():.2f}"
+        ax.set_title(name, fontsize=8)
+    for ax in flat:
+        ax.axis("off")
+    fig.suptitle(title or f"attention to the image (grid {maps[0].weights.shape[1]}x{maps[0].weights.shape[2]} tokens)",
+                 fontsize=10)
+    return fig
+
+
+def plot_video_attention(frames: Sequence, video_map: MediaMap, temporal_patch_size: int = 2, title: str | None = None):
+    """Figure: one heat map per temporal patch on its first frame, and the mass per patch over time.
+
+    The colour scale is shared across time, so brighter means more attention than other moments.
+    """
+    frames = [as_pil(f) for f in frames]
+    t = video_map.weights.shape[0]
+    fig, axes = new_figure(2, t, panel=2.2)
+    vmax = float(video_map.weights.max())
+    for k in range(t):
+        first = min(k * temporal_patch_size, len(frames) - 1)
+        last = min(first + temporal_patch_size - 1, len(frames) - 1)
+        ax = axes[0][k]
+        ax.imshow(overlay_heatmap(frames[first], video_map.weights[k], vmax=vmax))
+        ax.set_title(f"frames {first}-{last}", fontsize=8)
+        ax.axis("off")
+    gs = axes[1][0].get_gridspec()
+    for ax in axes[1]:
+        ax.remove()
+    ax = fig.add_subplot(gs[1, :])
+    mass = temporal_profile(video_map)
+    ax.bar(range(t), mass, color="#d95f02")
+    ax.set_xticks(range(t), [f"{k * temporal_patch_size}-{k * temporal_patch_size + temporal_patch_size - 1}" for k in range(t)])
+    ax.set_xlabel("frames (one temporal patch)")
+    ax.set_ylabel("attention mass")
+    fig.suptitle(title or "attention over time", fontsize=10)
+    return fig
