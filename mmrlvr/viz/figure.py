@@ -36,3 +36,21 @@ def figure_to_array(fig, dpi: int = 100) -> np.ndarray:
     fig.set_dpi(dpi)
     canvas.draw()
     return np.asarray(canvas.buffer_rgba()).copy()
+
+
+def image_grid(images, titles=None, ncols: int = 4, panel: float = 2.6, title: str | None = None):
+    """Figure of images in rows of `ncols`, each with an optional title (e.g. a completion and its verdict)."""
+    images = list(images)
+    titles = list(titles) if titles is not None else [""] * len(images)
+    ncols = max(1, min(ncols, len(images)))
+    nrows = -(-len(images) // ncols)
+    fig, axes = new_figure(nrows, ncols, panel=panel)
+    flat = [a for row in axes for a in row]
+    for ax, img, name in zip(flat, images, titles):
+        ax.imshow(img)
+        ax.set_title(name, fontsize=8)
+    for ax in flat:
+        ax.axis("off")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig

@@ -17,9 +17,9 @@ def as_pil(media) -> Image.Image:
         return media.convert("RGB")
     if isinstance(media, np.ndarray):
         return Image.fromarray(np.asarray(media, dtype=np.uint8)).convert("RGB")
-    from mmrlvr.data import media as media_mod  # lands with lazy media references
+    from mmrlvr.data.media import load_image
 
-    return media_mod.load_image(media).convert("RGB")
+    return load_image(media).convert("RGB")
 
 
 def video_frames(video) -> list[Image.Image]:
