@@ -19,6 +19,9 @@ class Progress:
             self._bar = RichProgress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                 TextColumn("{task.fields[info]}"), console=self.console, transient=False,
+                # no stdout/stderr capture: in a Jupyter kernel rich's capture of stderr flushes
+                # into its own display call and recurses without end (ipykernel 7)
+                redirect_stdout=False, redirect_stderr=False,
             )
             self._bar.start()
 

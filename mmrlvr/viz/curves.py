@@ -85,6 +85,8 @@ def plot_curves(runs, metrics: Sequence[str] = DEFAULT_METRICS, window: int = 1,
     {label: path or rows} mapping. `metrics` are names or fnmatch patterns; panels no run has are
     left out. `window` > 1 draws a trailing moving average over the raw values (kept faint).
     """
+    from matplotlib.ticker import MaxNLocator
+
     from mmrlvr.viz.figure import new_figure
 
     data = _as_runs(runs)
@@ -111,6 +113,7 @@ def plot_curves(runs, metrics: Sequence[str] = DEFAULT_METRICS, window: int = 1,
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.ticklabel_format(axis="y", useOffset=False)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     for ax in [a for row in axes for a in row][len(names):]:
         ax.axis("off")

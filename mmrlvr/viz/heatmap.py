@@ -22,13 +22,15 @@ def as_pil(media) -> Image.Image:
     return load_image(media).convert("RGB")
 
 
-def video_frames(video) -> list[Image.Image]:
-    """Frames of a decoded video ((T, H, W, 3) array or list of frames) or of a `VideoRef`."""
-    if isinstance(video, np.ndarray) or isinstance(video, (list, tuple)):
-        return [as_pil(f) for f in video]
-    from mmrlvr.data import media as media_mod  # VideoRef and load_video land with the video issue
+def sample_frames(processor, sample) -> list[list[Image.Image]]:
+    """The frames of each of the sample's videos exactly as `encode_prompts` feeds them to the
+    processor (same sampling, frame cap and pixel limits), so frame 2k starts temporal patch k."""
+    from mmrlvr.data.collate import video_limits
+    from mmrlvr.data.media import decode_video, fit_total_pixels
 
-    return [as_pil(f) for f in media_mod.load_video(video)]
+    lim = video_limits(processor)
+    decoded = [decode_video(v, max_frames=lim.get("max_frames"), max_pixels=lim.get("max_pixels")) for v in sample.videos]
+    return [[Image.fromarray(f) for f in frames] for frames, _ in fit_total_pixels(decoded, lim.get("total_pixels"))]
 
 
 def overlay_heatmap(image, weights: np.ndarray, alpha: float = 0.55, cmap: str = "inferno",

@@ -141,3 +141,40 @@ def test_token_attention_rejects_bad_selections(tiny):
         token_attention(model, processor, sample, "<answer>2</answer>", tokens=[99])
     with pytest.raises(ValueError, match="empty completion"):
         token_attention(model, processor, sample, [])
+
+
+def _video_sample(video):
+    msg = ({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What happens first?"}]},)
+    return Sample(id="v", messages=msg, reference="A", videos=(video,))
+
+
+def test_video_attention_has_one_map_per_temporal_patch(tiny):
+    from mmrlvr.viz.heatmap import plot_video_attention, sample_frames
+
+    model, processor = tiny
+    frames = np.zeros((8, 56, 84, 3), dtype=np.uint8)
+    frames[:, :28, :28] = 255  # something to look at
+    sample = _video_sample(frames)
+    res = token_attention(model, processor, sample, "A")
+    (vmap,) = res.maps
+    shown = sample_frames(processor, sample)[0]
+    assert vmap.kind == "video" and vmap.weights.shape[0] * 2 == len(shown)  # 8 frames -> 4 temporal patches
+    assert vmap.weights.shape[0] == 4 and vmap.grid_thw[0] == 4
+    assert temporal_profile(vmap).sum() == pytest.approx(res.visual_share, rel=1e-5)
+    fig = plot_video_attention(shown, vmap)
+    assert [ax.get_title() for ax in fig.axes[:4]] == ["frames 0-1", "frames 2-3", "frames 4-5", "frames 6-7"]
+
+
+def test_video_attention_on_a_real_clip(tiny, shared_data):
+    from mmrlvr.data.media import VideoRef
+    from mmrlvr.viz.heatmap import sample_frames
+
+    model, processor = tiny
+    sample = _video_sample(VideoRef(str(shared_data / "video_clips" / "mmaction2__tests_data_test.mp4"), nframes=6))
+    res = token_attention(model, processor, sample, "A person")
+    shown = sample_frames(processor, sample)[0]
+    assert len(shown) == 6 and res.maps[0].weights.shape[0] == 3
+    w, h = shown[0].size
+    t, gh, gw = res.maps[0].grid_thw
+    # the processor resized each frame to gw x gh patches of 14: aspect kept within one merged cell
+    assert abs(gw * 14 / (gh * 14) - w / h) < 28 / (gh * 14) * (w / h) + 0.1
