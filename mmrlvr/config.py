@@ -130,6 +130,34 @@ class AlgoConfig:
 
 
 @dataclass
+class TemporalContrastConfig:
+    enabled: bool = False
+    """Also sample each video prompt on its frames shuffled (scored, not trained on) and give
+    correct ordered answers a bonus when ordered accuracy beats shuffled accuracy."""
+    method: str = "tgrpo"
+    """tgrpo (bonus alpha when p >= mu * p_shuffled) or tgpo (alpha scaled by the accuracy gap,
+    normalised by the batch's largest gap); formulas in mmrlvr/algos/temporal.py."""
+    alpha: float = 0.3
+    """Bonus added to the reward of a correct ordered completion."""
+    mu: float = 1.0
+    """Ordered accuracy must reach mu times shuffled accuracy."""
+    shuffled_samples: int | None = None
+    """Completions sampled per prompt on shuffled frames (None: group_size // 2)."""
+    correct_threshold: float = 1.0
+    """A completion counts as correct when its reward reaches this."""
+
+    def __post_init__(self):
+        if self.method not in ("tgrpo", "tgpo"):
+            raise ConfigError(f"temporal_contrast.method: {self.method!r} unknown; known: tgrpo, tgpo")
+        if not (self.alpha >= 0 and self.alpha == self.alpha and self.alpha != float("inf")):
+            raise ConfigError(f"temporal_contrast.alpha: must be a finite number >= 0, got {self.alpha}")
+        if not (self.mu >= 0 and self.mu != float("inf")):
+            raise ConfigError(f"temporal_contrast.mu: must be a finite number >= 0, got {self.mu}")
+        if self.shuffled_samples is not None and self.shuffled_samples < 1:
+            raise ConfigError(f"temporal_contrast.shuffled_samples: must be >= 1 (or null), got {self.shuffled_samples}")
+
+
+@dataclass
 class RewardTerm:
     verifier: str = "count"
     """Registry name, "path/file.py:fn" or "package.module:fn"."""
@@ -188,6 +216,8 @@ class Config:
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
+    temporal_contrast: TemporalContrastConfig = field(default_factory=TemporalContrastConfig)
+    """T-GRPO / TGPO temporal contrast for video prompts (off by default)."""
     rewards: list[RewardTerm] = field(default_factory=list)
     """Weighted verifiers; empty: each sample's own verifier with weight 1."""
     verifier_timeout: float = 5.0

@@ -14,6 +14,7 @@ from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_p
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.rewards import score_completions
+from mmrlvr.train.temporal import temporal_contrast
 from mmrlvr.types import RolloutBatch
 
 
@@ -51,11 +52,15 @@ def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> Rollo
         out = engine.rollout(prompts, g, cfg.rollout, seed=seed * 1000 + collector.rounds)
         t1 = time.perf_counter()
         rewards, rmetrics, verdicts = score_completions(out.completions, prompts, g, cfg.rewards, scorer)
+        # temporal contrast: the same frames shuffled, scored, not trained on -> a bonus per prompt
+        rewards, tmetrics = temporal_contrast(engine, prompts, rewards, verdicts, cfg, scorer,
+                                              seed=seed * 1000 + 500 + collector.rounds)
         t_score += time.perf_counter() - t1
         t_gen += t1 - t0
         n_tokens += int(out.completion_mask.sum())
         if collector.rounds == 0:
             metrics.update(rmetrics)
+            metrics.update(tmetrics)
             metrics["rollout/mixed_group_frac"] = informative_groups(rewards).float().mean().item()
         groups = [
             (prompts[i], out.completions[i * g : (i + 1) * g], rewards[i], verdicts[i * g : (i + 1) * g])
