@@ -176,6 +176,7 @@ def test_total_pixels_per_sample():
 def test_processor_metadata_gives_the_sampled_fps():
     from transformers.video_utils import VideoMetadata
 
-    _, meta = 0, {"fps": 25.0, "frame_indices": [0, 40, 81, 122], "span_frames": 164}
+    # [2 s, 4 s] of a 300-frame 30 fps clip: 4 frames over the 61 frames spanned -> 4 / 61 * 30
+    meta = {"fps": 30.0, "frame_indices": [60, 80, 100, 120], "span_frames": 61, "total_frames": 300}
     md = VideoMetadata(**processor_metadata(meta))
-    assert md.sampled_fps == pytest.approx(4 / 164 * 25.0)
+    assert md.sampled_fps == pytest.approx(4 / 61 * 30.0)

@@ -1,0 +1,71 @@
+"""Temporal contrast inside collect: shuffled frames sampled, scored, never trained on."""
+
+from pathlib import Path
+
+import torch
+
+from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.algos.temporal import tgrpo_bonus
+from mmrlvr.config import load_config
+from mmrlvr.data.media import ShuffledVideo
+from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.tasks import load_task
+from mmrlvr.train.step import PromptStream, collect
+from mmrlvr.verifiers.score import make_scorer
+
+EVEN = str(Path(__file__).resolve().parents[1] / "e2e" / "user_verifier.py") + ":even_length"
+
+
+class Spy:
+    """The real HF engine, with its calls recorded."""
+
+    def __init__(self, engine):
+        self.engine, self.calls = engine, []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def rollout(self, samples, group_size, sampling, seed, **kw):
+        out = self.engine.rollout(samples, group_size, sampling, seed, **kw)
+        self.calls.append((list(samples), group_size, out))
+        return out
+
+
+def test_collect_adds_the_tgrpo_bonus_from_shuffled_frames(tiny):
+    model, processor = tiny
+    videos = load_task("video_motion", "train", 3, seed=0)
+    images = load_task("counting", "train", 1, seed=0)
+    cfg = load_config(None, ["rollout.group_size=4", "rollout.prompts_per_step=4", "rollout.max_new_tokens=5",
+                             "rollout.temperature=1.5", "temporal_contrast.enabled=true", "verifier_workers=0",
+                             f"rewards=[{{verifier: '{EVEN}', weight: 1.0}}]"])
+    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    spy = Spy(HFRolloutEngine(model, processor))
+    batch = collect(spy, PromptStream(videos + images, seed=0), make_scorer(workers=0), cfg, algo, seed=3)
+
+    (ordered, g, out), (shuffled, k, sout) = spy.calls
+    assert g == 4 and k == 2  # G / 2 shuffled samples
+    assert [s.id for s in shuffled] == [f"{s.id}#shuffled" for s in ordered if s.videos]  # video prompts only
+    for s in shuffled:
+        (v,) = s.videos
+        assert isinstance(v, ShuffledVideo) and v.video in {x.videos[0] for x in videos}
+    # trained on the ordered completions only
+    assert batch.completion_ids.shape[0] == 16 and len(batch.texts) == 16
+    base = torch.tensor([float(len(c.text) % 2 == 0) for c in out.completions]).view(4, 4)
+    shuf = torch.tensor([float(len(c.text) % 2 == 0) for c in sout.completions]).view(-1, 2)
+    rows = [i for i, s in enumerate(ordered) if s.videos]
+    want = base.clone()
+    want[rows] += tgrpo_bonus(base[rows], shuf, alpha=0.3, mu=1.0)
+    assert torch.allclose(batch.rewards, want)
+    assert (want != base).any(), "pick a seed whose bonus is not all zero"
+    assert batch.metrics["temporal/ordered_acc"] == base[rows].mean().item()
+    assert batch.metrics["temporal/shuffled_acc"] == shuf.mean().item()
+
+
+def test_without_temporal_contrast_nothing_extra_is_sampled(tiny):
+    model, processor = tiny
+    cfg = load_config(None, ["rollout.group_size=2", "rollout.prompts_per_step=2", "rollout.max_new_tokens=3",
+                             "verifier_workers=0"])
+    spy = Spy(HFRolloutEngine(model, processor))
+    batch = collect(spy, PromptStream(load_task("video_motion", "train", 2, seed=0), seed=0),
+                    make_scorer(workers=0), cfg, resolve_algo(cfg.algo, 3), seed=0)
+    assert len(spy.calls) == 1 and not any(k.startswith("temporal/") for k in batch.metrics)
