@@ -21,7 +21,7 @@ class Sample:
     reference: Any  # what the verifier compares against
     verifier: str = "count"  # registry name or "file.py:fn"
     images: tuple[Any, ...] = ()  # PIL images, in the order their placeholders appear
-    videos: tuple[Any, ...] = ()  # each a list of PIL frames or a (F, H, W, 3) uint8 array
+    videos: tuple[Any, ...] = ()  # VideoRef (decoded at encode time), anything with load(), or frames
     meta: dict = field(default_factory=dict)  # task details verifiers may read (options, sizes)
     target: str | None = None  # a teacher completion, used only by supervised warm starts
 

@@ -22,8 +22,19 @@ DEFAULT_ANNOTATIONS = str(Path(__file__).resolve().parents[1].parent / "shared" 
 
 
 def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    """(line number, row) of a JSONL file; a bad line or a missing field names file:line."""
+    """(line number, row) of a JSONL (or, by suffix, CSV) file; a bad line or a missing field names
+    file:line. NExT-QA ships CSV (`val.csv`); the shared sample is JSONL with the same fields."""
     rows = []
+    if str(path).lower().endswith(".csv"):
+        import csv
+
+        with open(path, newline="") as f:
+            for n, row in enumerate(csv.DictReader(f), 2):  # line 1 is the header
+                missing = [k for k in required if not row.get(k)]
+                if missing:
+                    raise ValueError(f"{path}:{n}: missing field {missing[0]!r}")
+                rows.append((n, row))
+        return rows
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
         if not line.strip():
             continue

@@ -103,6 +103,16 @@ def test_nextqa_with_a_generated_video_directory(shared_data, tmp_path):
     assert get_verifier("choice")(f"<answer>{row['a' + row['answer']]}</answer>", s).score == 1.0
     with pytest.raises(FileNotFoundError, match=r"val_temporal_sample\.jsonl:13: video '\d+' not found"):
         load_task("nextqa", "train", 100, seed=0, **{**args, "skip_missing": False})
+    # NExT-QA's own CSV layout gives the same samples
+    import csv
+
+    keys = ["video", "frame_count", "width", "height", "question", "answer", "qid", "type", *[f"a{i}" for i in range(5)]]
+    with open(tmp_path / "val.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    from_csv = load_task("nextqa", "train", 100, seed=0, **{**args, "annotations": str(tmp_path / "val.csv")})
+    assert [(s.reference, s.meta["options"]) for s in from_csv] == [(s.reference, s.meta["options"]) for s in samples]
 
 
 def test_temporal_grounding_rows(tmp_path):
