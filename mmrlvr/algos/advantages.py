@@ -2,7 +2,9 @@
 
 Each takes rewards `(B, G)` (B prompts, G completions of each, groups rectangular) and returns
 advantages `(B, G)`. NaN marks an unscorable completion: it is left out of every statistic and
-gets advantage 0, so one broken completion cannot shift its group's baseline.
+gets advantage 0, so one broken completion cannot shift its group's baseline. A group whose
+scorable rewards are all equal gets exactly 0 from every estimator: a float32 mean of 0.2, 0.3 or
+1.2 is not exact, and `(r - mean) / (std + eps)` would turn that rounding into a large advantage.
 """
 
 from __future__ import annotations
@@ -34,8 +36,17 @@ def group_std(rewards: torch.Tensor) -> torch.Tensor:
     return torch.where(n > 1, (sq / (n - 1).clamp(min=1)).sqrt(), torch.zeros_like(sq))
 
 
+def flat_groups(rewards: torch.Tensor) -> torch.Tensor:
+    """(B, G) -> (B, 1) bool: the group's scorable rewards are all exactly equal (or < 2 of them)."""
+    valid = ~torch.isnan(rewards)
+    hi = torch.where(valid, rewards, torch.full_like(rewards, -float("inf"))).amax(dim=1, keepdim=True)
+    lo = torch.where(valid, rewards, torch.full_like(rewards, float("inf"))).amin(dim=1, keepdim=True)
+    return (valid.sum(dim=1, keepdim=True) < 2) | (hi == lo)
+
+
 def _zero_invalid(adv: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
-    return torch.where(torch.isnan(rewards), torch.zeros_like(adv), adv)
+    """0 for unscorable completions and for every member of an all-equal group."""
+    return torch.where(torch.isnan(rewards) | flat_groups(rewards), torch.zeros_like(adv), adv)
 
 
 @ADVANTAGES.register("grpo")

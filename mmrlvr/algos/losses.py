@@ -105,13 +105,22 @@ def policy_loss(
 
 
 KL_KINDS = ("k1", "k2", "k3")
+LOSS_KL_KINDS = ("k2", "k3")
+"""Estimators that regularise when differentiated as a loss term (see `kl_penalty`)."""
 
 
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = "k3") -> torch.Tensor:
-    """Per-token KL(policy || ref) estimates from sampled tokens' log-probs, (N, T) -> (N, T).
+    """Per-token KL estimates from the sampled tokens' log-probs, (N, T) -> (N, T).
 
-    k1 = logp - ref; k2 = (logp - ref)^2 / 2; k3 = exp(ref - logp) - (ref - logp) - 1, with the
-    log-ratio clamped to [-20, 20] and the result to [-10, 10] so one rare token cannot explode it.
+    With d = logp - ref on a token x ~ pi (Schulman's estimators):
+      k1 = d                         E_pi[k1] = KL(pi || ref), but E_pi[grad k1] = E_pi[grad logp] = 0:
+                                     as a loss it regularises nothing (use it in the reward);
+      k2 = d^2 / 2                   E_pi[grad k2] = E_pi[d grad logp] = grad KL(pi || ref) (reverse KL);
+      k3 = exp(-d) + d - 1           E_pi[k3] = KL(pi || ref), but E_pi[grad k3] = E_pi[(1 - ref/pi) grad logp]
+                                     = -sum_x ref(x) grad logp(x) = grad KL(ref || pi): the forward KL's
+                                     gradient (GRPO's, TRL's and verl's "low_var_kl" loss term).
+    Per token these are conditional on the sampled prefix. The log-ratio of k3 is clamped to
+    [-20, 20] and the result to [-10, 10] so one rare token cannot explode it.
     """
     diff = logprobs - ref_logprobs
     if kind == "k1":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from mmrlvr.algos.losses import KL_KINDS, LOSS_KL_KINDS
 from mmrlvr.config import AlgoConfig
 
 _BASE = dict(
@@ -17,10 +18,15 @@ PRESETS: dict[str, dict] = {
     "grpo": {},
     # Dr. GRPO: no std normalisation, constant-length token-sum aggregation.
     "dr_grpo": dict(advantage="dr_grpo", aggregation="seq-mean-token-sum-norm"),
-    # DAPO: clip-higher, dynamic sampling, token-mean, soft overlong punishment, no KL.
-    "dapo": dict(clip_high=0.28, dynamic_sampling=True, max_rounds=3, overlong_buffer=-1, overlong_factor=1.0),
-    # GSPO: sequence-level importance ratio with its much tighter clip range.
-    "gspo": dict(importance_level="sequence", clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean"),
+    # DAPO: clip-higher, dynamic sampling, token-mean, soft overlong punishment, no KL; the paper
+    # takes 16 optimizer steps per rollout batch (512 prompts x 16 answers, mini-batches of 512
+    # answers), and clip-higher only acts once the policy has moved off the sampler.
+    "dapo": dict(clip_high=0.28, dynamic_sampling=True, max_rounds=3, overlong_buffer=-1, overlong_factor=1.0,
+                 mini_batches=16),
+    # GSPO: sequence-level importance ratio with its much tighter clip range; 4 mini-batch updates
+    # per rollout batch as in the paper (each batch split in 4), so the sequence ratio leaves 1.
+    "gspo": dict(importance_level="sequence", clip_low=3e-4, clip_high=4e-4, aggregation="seq-mean-token-mean",
+                 mini_batches=4),
     # RLOO: leave-one-out baseline.
     "rloo": dict(advantage="rloo"),
     # REINFORCE++ (group baseline variant): batch-whitened advantages plus a k2 KL to the reference.
@@ -41,4 +47,16 @@ def resolve_algo(cfg: AlgoConfig, max_new_tokens: int) -> AlgoConfig:
         values["overlong_buffer"] = max(1, max_new_tokens // 5)
     if values["norm_length"] is None and values["aggregation"] == "seq-mean-token-sum-norm":
         values["norm_length"] = max_new_tokens
+    _check_kl(values["kl_kind"], values["kl_coef"])
     return AlgoConfig(**values)
+
+
+def _check_kl(kind: str, coef: float) -> None:
+    if kind not in KL_KINDS:
+        raise ValueError(f"algo.kl_kind {kind!r} unknown; known: {', '.join(KL_KINDS)}")
+    if coef > 0 and kind not in LOSS_KL_KINDS:
+        raise ValueError(
+            f"algo.kl_kind={kind!r} with algo.kl_coef={coef}: the k1 estimator has zero expected gradient "
+            "as a loss term, so it would regularise nothing; use k3 (gradient of KL(ref || policy), "
+            "GRPO's choice) or k2 (gradient of KL(policy || ref))"
+        )

@@ -72,3 +72,42 @@ def test_group_zero_mean(rows):
     for fn in (grpo, dr_grpo, rloo):
         adv = fn(r)
         assert torch.allclose(adv.mean(dim=1), torch.zeros(len(rows), dtype=torch.float64), atol=1e-6)
+
+
+# A reward is a weighted sum of verifier parts (e.g. 0.2 * format + 1.0 * answer = 1.2): a group
+# where every completion earned the same parts holds G copies of one float32 value.
+_weights = st.lists(st.floats(0.01, 3.0), min_size=1, max_size=3)
+_parts = st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=3, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_weights, st.lists(st.tuples(_parts, st.booleans(), st.integers(0, 2**16)), min_size=1, max_size=6),
+       st.integers(2, 16), st.booleans())
+def test_all_equal_groups_get_exactly_zero_from_every_estimator(weights, groups, g, with_nan):
+    rows, flat = [], []
+    for parts, is_flat, seed in groups:
+        value = sum(w * p for w, p in zip(weights, parts))
+        if is_flat:
+            row = [value] * g
+            if with_nan:
+                row[seed % g] = float("nan")  # an unscorable member does not make the group informative
+        else:
+            gen = torch.Generator().manual_seed(seed)
+            row = (torch.rand(g, generator=gen) * 2).tolist()
+        rows.append(row)
+        flat.append(is_flat)
+    r = torch.tensor(rows, dtype=torch.float32)
+    for name in ADVANTAGES.names():
+        adv = ADVANTAGES.get(name)(r)
+        assert torch.isfinite(adv).all(), name
+        for b, is_flat in enumerate(flat):
+            if is_flat:
+                assert torch.equal(adv[b], torch.zeros(g)), (name, rows[b], adv[b])
+
+
+def test_all_equal_group_of_0_3_measured_case():
+    # eight copies of float32(0.1 + 0.2): the float32 mean is not exactly the value, so
+    # (r - mean) / (std + eps) gave every member the same non-zero advantage
+    r = torch.tensor([[0.1 + 0.2] * 8, [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]], dtype=torch.float32)
+    for name in ADVANTAGES.names():
+        assert torch.equal(ADVANTAGES.get(name)(r)[0], torch.zeros(8)), name

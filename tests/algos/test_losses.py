@@ -94,3 +94,38 @@ def test_extra_padding_changes_nothing(n, t, pad, seed, aggregation):
     padded, _ = policy_loss(torch.cat([lp, junk], 1), torch.cat([old, -junk], 1), adv,
                             torch.cat([mask, torch.zeros(n, pad)], 1), aggregation=aggregation, norm_length=7)
     assert torch.allclose(base, padded, atol=1e-6)
+
+
+def _expected_grad(kind, theta, ref_logp):
+    """E_{x ~ pi}[grad kl_penalty(log pi(x), log ref(x))] on a categorical, enumerated exactly:
+    the sample distribution is fixed (detached), the estimator is differentiated, as in a loss."""
+    logp = torch.log_softmax(theta, -1)
+    per_x = kl_penalty(logp, ref_logp, kind)
+    (grad,) = torch.autograd.grad((logp.exp().detach() * per_x).sum(), theta)
+    return grad
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kl_estimators_expected_gradients_on_a_categorical(seed):
+    g = torch.Generator().manual_seed(seed)
+    theta = (torch.randn(6, generator=g) * 0.8).requires_grad_(True)
+    ref_logp = torch.log_softmax(torch.randn(6, generator=g) * 0.8, -1)
+    logp = torch.log_softmax(theta, -1)
+    (reverse,) = torch.autograd.grad((logp.exp() * (logp - ref_logp)).sum(), theta, retain_graph=True)  # KL(pi||ref)
+    (forward,) = torch.autograd.grad((ref_logp.exp() * (ref_logp - logp)).sum(), theta)  # grad KL(ref || pi)
+    assert not torch.allclose(reverse, forward, atol=1e-3)  # the two directions are distinguishable here
+    assert torch.allclose(_expected_grad("k1", theta, ref_logp), torch.zeros(6), atol=1e-6)  # regularises nothing
+    assert torch.allclose(_expected_grad("k2", theta, ref_logp), reverse, atol=1e-6)
+    assert torch.allclose(_expected_grad("k3", theta, ref_logp), forward, atol=1e-6)
+
+
+def test_k1_in_the_loss_is_an_error_but_not_as_a_setting_without_kl():
+    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.config import AlgoConfig
+
+    with pytest.raises(ValueError, match="k1 estimator has zero expected gradient"):
+        resolve_algo(AlgoConfig(algorithm="grpo", kl_coef=0.05, kl_kind="k1"), 16)
+    assert resolve_algo(AlgoConfig(algorithm="grpo", kl_kind="k1"), 16).kl_coef == 0.0
+    assert resolve_algo(AlgoConfig(algorithm="reinforce_pp"), 16).kl_kind == "k2"
+    with pytest.raises(ValueError, match="kl_kind 'k5' unknown"):
+        resolve_algo(AlgoConfig(algorithm="grpo", kl_kind="k5"), 16)

@@ -68,26 +68,26 @@ def test_killed_run_resumes_exactly(tmp_path):
 
 @pytest.mark.parametrize("preset,extra", [
     ("dapo", ["algo.max_rounds=2"]),
-    ("gspo", ["algo.ppo_epochs=2", "algo.mini_batches=2"]),
+    ("gspo", []),
     ("reinforce_pp", ["algo.grad_accum=2"]),  # k2 KL to a frozen reference copy
-    ("dr_grpo", ["algo.mask_truncated=true", "algo.entropy_coef=0.01"]),
 ])
-def test_presets_run_and_log_their_metrics(tmp_path, preset, extra):
+def test_presets_end_to_end_do_what_they_promise(tmp_path, preset, extra):
+    """Two steps through the whole loop; what each preset changes shows in its numbers
+    (the update mechanics per preset are pinned in tests/train/test_presets.py)."""
     summary, run = _run(tmp_path, preset, [f"algo.algorithm={preset}", "train.steps=2", *extra])
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     step = [r for r in rows if "reward/mean" in r]
     assert len(step) == 2
-    for key in ("actor/clip_frac_low", "actor/clip_frac_high", "actor/approx_kl", "actor/grad_norm",
-                "rollout/dropped_groups", "rollout/rounds", "rollout/mixed_group_frac", "loss/kl"):
-        assert key in step[0], key
     if preset == "dapo":
-        assert all(1 <= r["rollout/rounds"] <= 2 for r in step)
+        # dynamic sampling: a second round exactly when the first left groups with equal rewards
+        for r in step:
+            assert r["rollout/rounds"] == (1 if r["rollout/mixed_group_frac"] == 1.0 else 2)
     if preset == "reinforce_pp":
         # step 1: the policy is the reference (KL 0); step 2 follows an update, so KL > 0
         assert step[0]["loss/kl"] == pytest.approx(0.0, abs=1e-6) and step[1]["loss/kl"] > 0.0
     if preset == "gspo":
-        # two epochs x two mini-batches: the second pass sees a changed policy, ratios move off 1
-        assert any(r["actor/approx_kl"] > 0 for r in step)
+        # four mini-batch updates per rollout batch: later ones see a moved policy, ratios leave 1
+        assert all(r["actor/approx_kl"] > 0 for r in step)
 
 
 def test_lora_run_with_kl_to_the_adapter_free_base_and_resume(tmp_path):
