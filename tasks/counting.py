@@ -58,7 +58,12 @@ def build(
     split: str, size: int, seed: int, max_red: int = 5, max_total: int = 9,
     flaw_min: int = 3, flaw_prob: float = 0.7, eval_size: int = 256,
 ) -> list[Sample]:
-    """Samples for "train" or "eval"; eval layouts are drawn first and excluded from train."""
+    """Samples for "train" or "eval"; eval layouts are drawn first and excluded from train.
+
+    The train split excludes the first `eval_size` held-out boards; the eval split returns the
+    first `size`. The loop sets `eval_size` from `task.eval_size` (`mmrlvr.train.setup.task_args`)
+    so both are one number.
+    """
     eval_rng = random.Random(f"counting-eval-{seed}")
     eval_layouts = [_layout(eval_rng, max_red, max_total) for _ in range(eval_size if split == "train" else size)]
     if split == "eval":

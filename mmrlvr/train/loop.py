@@ -6,7 +6,6 @@ plus a config field, never a callback or a subclass.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import time
@@ -22,7 +21,9 @@ from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, load_train
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
-from mmrlvr.train.setup import make_scheduler, prepare_policy, set_threads_and_seed, start_trackers
+from mmrlvr.train.setup import (
+    make_scheduler, prepare_policy, reference_policy, set_threads_and_seed, start_trackers, task_args,
+)
 from mmrlvr.train.step import PromptStream, collect, update
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
@@ -49,16 +50,19 @@ def train(cfg: Config) -> dict:
     t_start = time.perf_counter()
 
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
-    train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **cfg.task.args)
-    eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **cfg.task.args)
+    args = task_args(cfg)  # one held-out size for both splits
+    train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **args)
+    eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **args)
     plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config may name code to run
     check_sample_verifiers([*train_set, *eval_set], plugins)
     ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
     model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     model.to(accelerator.device)
-    ref_model = None  # with LoRA the reference is the base model: the adapter switched off
-    if algo.kl_coef > 0 and cfg.model.lora_rank == 0:
-        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    # the KL reference is the policy RL started from, also after a resume (None with LoRA: the
+    # base model with the adapter switched off)
+    ref_model = reference_policy(cfg, algo, model, ckpt is not None, run_dir)
+    if ref_model is not None:
+        ref_model.to(accelerator.device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     model, optimizer = accelerator.prepare(model, optimizer)

@@ -129,3 +129,57 @@ def prepare_policy(cfg: Config, ckpt: Path | None, train_set, run_dir: Path, pro
         shutil.rmtree(done)
     os.replace(tmp, done)
     return model, processor, info
+
+
+def initial_policy_path(cfg: Config, run_dir: Path) -> str:
+    """Where the policy RL started from lives: the given warm start, this run's warm start, or the model."""
+    ws = cfg.warm_start
+    if ws.checkpoint:
+        return ws.checkpoint
+    if ws.steps > 0:
+        done = Path(run_dir) / "warm_start"
+        if not (done / "warm_start.json").exists():
+            raise FileNotFoundError(f"{done}: the warm-started policy, the KL reference of this run, is missing")
+        return str(done)
+    return cfg.model.path
+
+
+def reference_policy(cfg: Config, algo, model, resumed: bool, run_dir: Path):
+    """The frozen KL reference, or None (no KL, or LoRA: the base with the adapter off).
+
+    It is the policy RL started from: a copy of it on a fresh run, and reloaded from where it was
+    saved (never the resumed checkpoint) on a resumed one, so a resumed run regularises towards
+    the same policy as an uninterrupted one.
+    """
+    if algo.kl_coef <= 0 or cfg.model.lora_rank > 0:
+        return None
+    if resumed:
+        model, _ = load_policy(dataclasses.replace(cfg.model, path=initial_policy_path(cfg, run_dir)))
+        return model.eval().requires_grad_(False)
+    import copy
+
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def task_args(cfg: Config) -> dict:
+    """`task.args` for both splits, with `eval_size` set from `task.eval_size` for tasks that draw
+    their held-out split from the same generator as the training split and exclude it by count
+    (a build function with an `eval_size` parameter): one size drives both, so a larger eval set
+    can never leak into training."""
+    import importlib
+    import inspect
+
+    args = dict(cfg.task.args)
+    module_name = cfg.task.name if "." in cfg.task.name else f"mmrlvr.tasks.{cfg.task.name}"
+    try:
+        build = importlib.import_module(module_name).build
+    except (ModuleNotFoundError, AttributeError):
+        return args  # load_task reports the unknown task
+    if "eval_size" in inspect.signature(build).parameters:
+        if args.get("eval_size", cfg.task.eval_size) != cfg.task.eval_size:
+            raise ValueError(
+                f"task.args.eval_size={args['eval_size']} differs from task.eval_size={cfg.task.eval_size}: "
+                "the held-out boards excluded from training must be the ones evaluated; set only task.eval_size"
+            )
+        args["eval_size"] = cfg.task.eval_size
+    return args

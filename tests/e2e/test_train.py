@@ -49,18 +49,23 @@ def test_short_run_writes_everything_and_changes_weights(tmp_path):
     assert {"completion", "score", "reason", "reference"} <= set(sample)
 
 
-def test_killed_run_resumes_exactly(tmp_path):
-    _, straight = _run(tmp_path, "straight")
-    _run(tmp_path, "resumed", ["train.steps=2"])  # stops after the step-2 checkpoint
+def test_stopped_run_with_kl_resumes_exactly(tmp_path):
+    """A KL preset: the resumed run must regularise towards the warm-started policy, as the
+    uninterrupted one does, not towards the checkpoint it resumed from (see also the SIGKILL test
+    in test_resume_kill.py)."""
+    kl = ["algo.algorithm=reinforce_pp"]
+    _, straight = _run(tmp_path, "straight", kl)
+    _run(tmp_path, "resumed", [*kl, "train.steps=2"])  # stops after the step-2 checkpoint
     with open(tmp_path / "resumed" / "metrics.jsonl", "a") as f:  # a killed run's line after it
         f.write(json.dumps({"step": 3, "reward/mean": -1.0}) + "\n")
-    _, resumed = _run(tmp_path, "resumed")  # same dir, 3 steps: continues at step 3
+    _, resumed = _run(tmp_path, "resumed", kl)  # same dir, 3 steps: continues at step 3
     a = [json.loads(x) for x in (straight / "metrics.jsonl").read_text().splitlines()]
     b = [json.loads(x) for x in (resumed / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in b if "reward/mean" in r] == [1, 2, 3]  # the stale step-3 line is gone
     step3 = lambda rows: [r for r in rows if r["step"] == 3 and "reward/mean" in r][-1]  # noqa: E731
     assert step3(a)["reward/mean"] == step3(b)["reward/mean"]
     assert step3(a)["loss/policy"] == pytest.approx(step3(b)["loss/policy"], abs=1e-6)
+    assert step3(a)["loss/kl"] > 0 and step3(a)["loss/kl"] == pytest.approx(step3(b)["loss/kl"], rel=1e-5)
     wa = load_file(straight / "checkpoints" / "step_3" / "model.safetensors")
     wb = load_file(resumed / "checkpoints" / "step_3" / "model.safetensors")
     assert all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)

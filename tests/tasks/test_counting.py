@@ -47,3 +47,25 @@ def test_teacher_overcounts_as_documented():
     flawed = wrong[(True, True)] / (wrong[(True, True)] + wrong[(True, False)])
     assert 0.65 < flawed < 0.75
     assert all(s.target == f"<answer>{s.meta['teacher']}</answer>" for s in train[:50])
+
+
+def test_one_size_drives_eval_split_and_training_exclusion():
+    """task.eval_size=1000 with the default task args: the loop's args make the training split
+    exclude all 1000 evaluated boards (with the old default of 256 excluded, 13 leaked)."""
+    from mmrlvr.config import load_config
+    from mmrlvr.train.setup import task_args
+
+    cfg = load_config(None, ["task.eval_size=1000", "task.train_size=4096"])
+    args = task_args(cfg)
+    assert args["eval_size"] == 1000
+    boards = lambda samples: {tuple(map(tuple, s.meta["board"])) for s in samples}  # noqa: E731
+    held = boards(load_task("counting", "eval", cfg.task.eval_size, cfg.seed, **args))
+    train = boards(load_task("counting", "train", cfg.task.train_size, cfg.seed, **args))
+    assert not held & train
+    leaked = held & boards(load_task("counting", "train", 4096, cfg.seed, eval_size=256))
+    assert leaked  # what the exclusion by the wrong count let through
+    bad = load_config(None, ["task.eval_size=1000", "task.args={eval_size: 256}"])
+    import pytest
+
+    with pytest.raises(ValueError, match="task.args.eval_size=256 differs from task.eval_size=1000"):
+        task_args(bad)
