@@ -1,0 +1,79 @@
+"""A training process killed with SIGKILL mid-step resumes to exactly the uninterrupted run.
+
+For a preset with a KL reference (reinforce_pp: the reference must be the warm-started policy
+again, not the checkpoint) and one with dynamic sampling (dapo: the data position and RNG states
+must make the resampling rounds repeat exactly).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mmrlvr.config import load_config
+from mmrlvr.train.loop import train
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = [
+    "task.train_size=32", "task.eval_size=8", "warm_start.steps=2", "warm_start.batch_size=4",
+    "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
+    "train.steps=4", "train.save_every=2", "train.log_every=1", "train.lr=1e-3", "eval.batch_size=8",
+    "verifier_workers=0",
+]
+
+
+def _steps(run: Path) -> dict:
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return {r["step"]: r for r in rows if "reward/mean" in r}
+
+
+def _kill_after_checkpoint(args: list[str], run: Path, step: int) -> int:
+    """Start `mmrlvr train` in a child process; SIGKILL it as soon as checkpoint `step` exists,
+    i.e. while it works on step `step` + 1. Returns the child's exit status."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    child = subprocess.Popen([sys.executable, "-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", *args],
+                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = run / "checkpoints" / f"step_{step}" / "state.json"
+    try:
+        while not marker.exists():
+            assert child.poll() is None, "the training process ended before its checkpoint"
+            time.sleep(0.005)
+        child.send_signal(signal.SIGKILL)
+        return child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["reinforce_pp", "dapo"])
+def test_killed_run_resumes_exactly(tmp_path, preset):
+    args = [*SMALL, f"algo.algorithm={preset}", "algo.max_rounds=2"]
+    straight = tmp_path / "straight"
+    train(load_config(ROOT / "configs/quickstart.yaml", [*args, f"output_dir={straight}"]))
+    killed = tmp_path / "killed"
+    status = _kill_after_checkpoint([*args, f"output_dir={killed}"], killed, step=2)
+    assert status == -signal.SIGKILL
+    assert not (killed / "summary.json").exists() and not (killed / "checkpoints" / "step_4").exists()
+    train(load_config(ROOT / "configs/quickstart.yaml", [*args, f"output_dir={killed}"]))  # resumes at step 3
+    a, b = _steps(straight), _steps(killed)
+    assert sorted(b) == [1, 2, 3, 4]
+    for step in (3, 4):
+        for key in ("reward/mean", "rollout/rounds", "rollout/mixed_group_frac"):
+            assert a[step][key] == b[step][key], (step, key)
+        for key in ("loss/policy", "loss/kl", "actor/entropy"):
+            assert a[step][key] == pytest.approx(b[step][key], rel=1e-5, abs=1e-7), (step, key)
+    if preset == "reinforce_pp":
+        assert a[4]["loss/kl"] > 0  # the reference is the warm-started policy in both runs
+    if preset == "dapo":
+        assert any(a[s]["rollout/rounds"] == 2 for s in a)  # resampling happened somewhere
+    wa = load_file(straight / "checkpoints" / "step_4" / "model.safetensors")
+    wb = load_file(killed / "checkpoints" / "step_4" / "model.safetensors")
+    assert wa.keys() == wb.keys() and all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
