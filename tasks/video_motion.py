@@ -1,6 +1,6 @@
 """Synthetic motion: "Which way does the red square move?" over a short generated clip.
 
-Each clip is `frames` frames of 56x56 (one merged visual token per 28x28 cell, two frames per
+Each clip is `frames` (default 4) frames of 56x56 (one merged visual token per 28x28 cell, two frames per
 temporal patch): a red square moves left, right, up or down, a static square of another colour
 distracts. Up and down (and left and right) differ only in the order of the frames, so the
 answer needs time, not just appearance: exactly what temporal contrast (shuffled frames) tests.
@@ -22,7 +22,7 @@ from mmrlvr.types import Sample
 
 DIRECTIONS = ("left", "right", "up", "down")
 STEP = {"left": (0, -1), "right": (0, 1), "up": (-1, 0), "down": (1, 0)}
-SIZE, SQUARE = 56, 12
+SIZE, SQUARE = 56, 20
 QUESTION = "Which way does the red square move: left, right, up or down? Answer as <answer>direction</answer>."
 
 
@@ -53,7 +53,7 @@ class MovingSquare:
 
 def _clip(rng: random.Random, frames: int) -> MovingSquare:
     direction = rng.choice(DIRECTIONS)
-    speed = rng.randint(3, 5)
+    speed = rng.randint(6, 8) if frames <= 4 else rng.randint(2, 4)
     travel = speed * (frames - 1)
     lo, hi = 0, SIZE - SQUARE - travel
     along = rng.randint(lo, max(lo, hi))
@@ -66,7 +66,7 @@ def _clip(rng: random.Random, frames: int) -> MovingSquare:
     return MovingSquare(direction, start, speed, frames, distractor)
 
 
-def build(split: str, size: int, seed: int, frames: int = 8, flaw_prob: float = 0.7,
+def build(split: str, size: int, seed: int, frames: int = 4, flaw_prob: float = 0.7,
           eval_size: int = 256) -> list[Sample]:
     """Samples for "train" or "eval"; eval clips are drawn first and never appear in train."""
     if split not in ("train", "eval"):

@@ -274,10 +274,11 @@ def _decode_opencv(path: str, want, max_pixels: int | None, probe: dict | None):
         total, vfps = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)), float(cap.get(cv2.CAP_PROP_FPS))
         idx, sfps, span = want(total, vfps)
         kept: dict[int, np.ndarray] = {}
+        wanted = set(idx)
         for i in range(idx[-1] + 1):
             if not cap.grab():
                 raise _Truncated(f"the container declares {total} frames but decoding stopped after {i}")
-            if i in set(idx):
+            if i in wanted:
                 ok, bgr = cap.retrieve()
                 if not ok:
                     raise RuntimeError(f"frame {i} does not decode")
