@@ -1,8 +1,10 @@
 """Seed table of the tiny video runs: GRPO with and without temporal contrast (T-GRPO).
 
-For each seed, `configs/video_motion_tiny.yaml` runs first (warm start + GRPO); the contrast run
-(`configs/video_motion_contrast_tiny.yaml`) starts from the same warm-started model, so the two
-differ only in the temporal bonus. Prints a table and writes benchmarks/results/video_seeds.json.
+The first run (`configs/video_motion_tiny.yaml`, seed 0) trains the warm start; every other run
+(GRPO seeds 1, 2 and the T-GRPO runs, `configs/video_motion_contrast_tiny.yaml`) starts RL from
+that same warm-started model with its own seed (sampling, data order), so with and without
+temporal contrast differ only in the bonus. Prints one JSON line per run and writes
+benchmarks/results/video_seeds.json.
 
     flock /work/heavy.lock python benchmarks/video_seeds.py --seeds 0 1 2
 """
@@ -43,16 +45,16 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "video_seeds.json"))
     args = ap.parse_args()
     rows = []
+    warm_dir = Path(args.work) / f"grpo_s{args.seeds[0]}" / "warm_start"
     for seed in args.seeds:
-        base = Path(args.work) / f"grpo_s{seed}"
-        rows.append({"seed": seed, "run": "grpo", **_run("configs/video_motion_tiny.yaml", base, seed, [])})
-        warm = ["warm_start.steps=0", f"warm_start.checkpoint={base / 'warm_start'}"]
-        row = _run("configs/video_motion_contrast_tiny.yaml", Path(args.work) / f"tgrpo_s{seed}", seed, warm)
-        rows.append({"seed": seed, "run": "grpo + T-GRPO", **row})
-        Path(args.out).write_text(json.dumps(rows, indent=1))
-        for r in rows[-2:]:
-            print(json.dumps(r), flush=True)
-
+        for run, config in (("grpo", "configs/video_motion_tiny.yaml"), ("grpo + T-GRPO", "configs/video_motion_contrast_tiny.yaml")):
+            out = Path(args.work) / f"{'tgrpo' if 'T-GRPO' in run else 'grpo'}_s{seed}"
+            first = not rows
+            extra = [] if first else ["warm_start.steps=0", f"warm_start.checkpoint={warm_dir}"]
+            rows.append({"seed": seed, "run": run, "warm_start": "trained here" if first else str(warm_dir),
+                         **_run(config, out, seed, extra)})
+            Path(args.out).write_text(json.dumps(rows, indent=1))
+            print(json.dumps(rows[-1]), flush=True)
 
 if __name__ == "__main__":
     main()
