@@ -93,3 +93,15 @@ def plot_grounding(items: list[tuple], title: str | None = None, panel: float = 
         ax.axis("off")
     fig.suptitle(title or "green: reference, red: prediction (original image pixels)", fontsize=10)
     return fig
+
+
+def model_input_size(processor, image) -> tuple[int, int]:
+    """(width, height) in pixels of `image` as the model sees it after the processor's resize.
+
+    Qwen2.5-VL writes boxes in these pixels: pass it as `meta["input_size"]` (with the original
+    `image_size`) so the verifier and `draw_prediction` map the box back onto the original image.
+    """
+    ip = processor.image_processor
+    grid = ip(images=[as_pil(image)], return_tensors="pt")["image_grid_thw"][0].tolist()
+    patch = getattr(ip, "patch_size", 14)
+    return int(grid[2] * patch), int(grid[1] * patch)

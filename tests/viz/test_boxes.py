@@ -73,3 +73,16 @@ def test_grounding_figure_saves_a_png_of_the_real_photo(tmp_path, shared_data):
     # both colours made it into the rendered figure
     assert (np.abs(arr.astype(int) - REF_COLOR).sum(-1) < 60).sum() > 100
     assert (np.abs(arr.astype(int) - PRED_COLOR).sum(-1) < 60).sum() > 100
+
+
+def test_model_input_size_is_what_the_processor_feeds_the_model(tiny):
+    from mmrlvr.viz.boxes import model_input_size
+
+    _, processor = tiny
+    # 200x100 -> round to multiples of 28: 196 x 112 (8 x 14 patches of 14), within the tiny
+    # processor's 3136..50176 pixels
+    assert model_input_size(processor, Image.new("RGB", (200, 100))) == (196, 112)
+    # 650x417 (raccoon-1.jpg) is 271050 px, over the 50176 cap: beta = sqrt(271050 / 50176) = 2.3242;
+    # height: floor(417 / 2.3242 / 28) = floor(6.41) = 6 -> 168; width: floor(650 / 2.3242 / 28) =
+    # floor(9.99) = 9 -> 252
+    assert model_input_size(processor, Image.new("RGB", (650, 417))) == (252, 168)
