@@ -181,3 +181,23 @@ def token_attention(
 def temporal_profile(video_map: MediaMap) -> np.ndarray:
     """(t,) attention mass per temporal patch of a video map (each patch spans 2 frames)."""
     return video_map.weights.reshape(video_map.weights.shape[0], -1).sum(axis=1)
+
+
+def answer_tokens(tokenizer, token_ids: Sequence[int], open_tag: str = "<answer>", close_tag: str = "</answer>") -> list[int]:
+    """Indices of the completion tokens that write the final answer: those whose characters lie
+    between the last `open_tag` and the next `close_tag` (whitespace-only tokens left out);
+    [] when there is no `open_tag`. Pass the result as `tokens=` to `token_attention`."""
+    pieces = [tokenizer.decode([t]) for t in token_ids]
+    text = "".join(pieces)
+    start = text.rfind(open_tag)
+    if start < 0:
+        return []
+    start += len(open_tag)
+    end = text.find(close_tag, start)
+    end = len(text) if end < 0 else end
+    out, pos = [], 0
+    for k, piece in enumerate(pieces):
+        lo, pos = pos, pos + len(piece)
+        if pos > start and lo < end and piece.strip():
+            out.append(k)
+    return out

@@ -178,3 +178,23 @@ def test_video_attention_on_a_real_clip(tiny, shared_data):
     t, gh, gw = res.maps[0].grid_thw
     # the processor resized each frame to gw x gh patches of 14: aspect kept within one merged cell
     assert abs(gw * 14 / (gh * 14) - w / h) < 28 / (gh * 14) * (w / h) + 0.1
+
+
+@pytest.mark.parametrize("text, answer", [
+    ("<answer>down</answer>", "down"),
+    ("<think>3 or 4</think> <answer> 12 </answer>", "12"),
+    ("<answer>1</answer> wait <answer>right</answer>", "right"),  # the last answer, as the verifiers read it
+    ("<answer>left", "left"),
+    ("no tags at all", None),
+])
+def test_answer_tokens_pick_the_answer_span(tiny, text, answer):
+    from mmrlvr.viz.attention import answer_tokens
+
+    tok = tiny[1].tokenizer
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    picked = answer_tokens(tok, ids)
+    if answer is None:
+        assert picked == []
+    else:
+        assert tok.decode([ids[k] for k in picked]).strip() == answer
+        assert picked == list(range(picked[0], picked[-1] + 1))
