@@ -148,6 +148,43 @@ class TemporalContrastConfig:
 
 
 @dataclass
+class TokenWeightingConfig:
+    method: str = "none"
+    """none, entropy_topk, vppo, pepo or tor (mmrlvr.algos.token_weights): per-token advantage weights."""
+    top_frac: float = 0.2
+    """entropy_topk: share of the batch's tokens (highest entropy) that get gradient."""
+    perception_frac: float = 0.2
+    """Share of the batch's tokens labelled perception (highest visual dependency); also tor's."""
+    reasoning_frac: float = 0.2
+    """Share of the batch's tokens labelled reasoning (highest entropy); also tor's."""
+    vppo_top_frac: float = 0.4
+    """vppo: share of each response's tokens (highest visual dependency) that get gradient."""
+    vppo_beta_min: float = 0.9
+    """vppo: smallest sequence scale; the largest is set so that the scales average to 1."""
+    pepo_gate: float = 0.05
+    """pepo: strength of the entropy gate on the similarity logits."""
+    pepo_temperature: float = 1.8
+    """pepo: softmax temperature over a response's similarities."""
+    tor_perception: float = 1.5
+    """tor: raw weight of perception tokens (before renormalising to mean 1)."""
+    tor_reasoning: float = 1.5
+    """tor: raw weight of reasoning tokens."""
+    tor_both: float = 2.0
+    """tor: raw weight of tokens that are both."""
+    tor_other: float = 0.5
+    """tor: raw weight of the remaining tokens."""
+    corrupt_prob: float = 0.5
+    """visual_dependency: probability that each vision patch (14x14 for Qwen2-VL) is blacked out."""
+    similarity_layers: list[int] = field(default_factory=lambda: [-1])
+    """pepo: decoder layers (negative counts from the end) whose hidden states give the similarity."""
+    diagnostics: bool = True
+    """On logging steps also compute entropy and visual dependency (if the method does not) to log
+    token-label fractions and write token_roles/step_N.jsonl."""
+    roles_per_step: int = 4
+    """Completions written to token_roles/step_N.jsonl per logging step."""
+
+
+@dataclass
 class RewardTerm:
     verifier: str = "count"
     """Registry name, "path/file.py:fn" or "package.module:fn"."""
@@ -208,6 +245,7 @@ class Config:
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     temporal_contrast: TemporalContrastConfig = field(default_factory=TemporalContrastConfig)
     """T-GRPO / TGPO temporal contrast for video prompts (off by default)."""
+    token_weighting: TokenWeightingConfig = field(default_factory=TokenWeightingConfig)
     rewards: list[RewardTerm] = field(default_factory=list)
     """Weighted verifiers; empty: each sample's own verifier with weight 1."""
     verifier_timeout: float = 5.0

@@ -1,0 +1,204 @@
+"""Per-token signals -> labels (perception / reasoning) and advantage weights, all `(N, T)`.
+
+Pure tensor functions: they take detached signals and a mask and return weights that multiply
+the per-token advantages before `policy_loss`. Padding always gets weight 0. Labelling tokens and
+weighting them are separate functions, so each can be swapped; the weighting methods that use
+labels (`tor`) call the same labelling functions whose fractions the step logs.
+
+A method is registered by name with the signals it needs; `token_weighting.method` picks one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from mmrlvr.registry import Registry
+
+OTHER, PERCEPTION, REASONING, BOTH, PAD = 0, 1, 2, 3, -1
+LABEL_NAMES = {OTHER: "other", PERCEPTION: "perception", REASONING: "reasoning", BOTH: "both"}
+
+
+def _ceil(x: float) -> int:
+    """ceil that ignores float noise: 0.2 * 15 is 3.0000000000000004, and should give 3."""
+    return math.ceil(round(x, 9))
+
+
+def visual_dependency(logprobs: torch.Tensor, corrupt_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """How much each token's probability depends on the media: (N, T) -> (N, T) in [0, 10].
+
+    d = exp(delta) - delta - 1 with delta = clamp(logp_corrupt - logp, -20, 20) (the k3 estimator:
+    0 when corrupting the media leaves the token's probability unchanged, growing either way),
+    clamped to [0, 10]; 0 on padding.
+    """
+    delta = (corrupt_logprobs.detach().float() - logprobs.detach().float()).clamp(-20.0, 20.0)
+    d = (torch.exp(delta) - delta - 1.0).clamp(0.0, 10.0)
+    return torch.where(mask.bool(), d, torch.zeros_like(d))
+
+
+def topk_mask(score: torch.Tensor, mask: torch.Tensor, top_frac: float, per_row: bool = False) -> torch.Tensor:
+    """1.0 on valid tokens whose score is at least the k-th largest valid score, 0 elsewhere.
+
+    k = ceil(top_frac * n) with n the valid tokens of the batch (or of each row with `per_row`).
+    Ties at the threshold are all kept, so slightly more than k tokens can be selected.
+    """
+    valid = mask.bool()
+    score = score.detach().float()
+    if per_row:
+        rows = [topk_mask(score[i : i + 1], valid[i : i + 1], top_frac) for i in range(score.shape[0])]
+        return torch.cat(rows) if rows else torch.zeros_like(score)
+    n = int(valid.sum())
+    k = min(_ceil(top_frac * n), n)
+    if k <= 0:
+        return torch.zeros_like(score)
+    threshold = score[valid].topk(k).values[-1]
+    return (valid & (score >= threshold)).float()
+
+
+def entropy_topk(entropy: torch.Tensor, mask: torch.Tensor, top_frac: float = 0.2) -> torch.Tensor:
+    """The 80/20 rule: weight 1 on the top `top_frac` of the batch's valid tokens by entropy, else 0."""
+    return topk_mask(entropy, mask, top_frac)
+
+
+def token_labels(
+    entropy: torch.Tensor, dependency: torch.Tensor, mask: torch.Tensor,
+    perception_frac: float = 0.2, reasoning_frac: float = 0.2,
+) -> torch.Tensor:
+    """(N, T) long labels: PERCEPTION (top fraction by visual dependency), REASONING (top fraction
+    by entropy, as `entropy_topk`), BOTH, OTHER; PAD (-1) on padding."""
+    p = topk_mask(dependency, mask, perception_frac).bool()
+    r = entropy_topk(entropy, mask, reasoning_frac).bool()
+    labels = torch.full(mask.shape, OTHER, dtype=torch.long, device=mask.device)
+    labels[p] = PERCEPTION
+    labels[r] = REASONING
+    labels[p & r] = BOTH
+    labels[~mask.bool()] = PAD
+    return labels
+
+
+def label_stats(labels: torch.Tensor, weights: torch.Tensor | None = None) -> dict[str, float]:
+    """Share of valid tokens per label (`tokens/<label>_frac`) and mean weight per label."""
+    valid = labels != PAD
+    n = max(int(valid.sum()), 1)
+    out = {}
+    for code, name in LABEL_NAMES.items():
+        sel = labels == code
+        out[f"tokens/{name}_frac"] = int(sel.sum()) / n
+        if weights is not None and bool(sel.any()):
+            out[f"tokens/weight_{name}"] = float(weights[sel].float().mean())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# weighting methods
+
+
+@dataclass(frozen=True)
+class Method:
+    fn: Callable[..., torch.Tensor]
+    needs: tuple[str, ...]  # signals the method reads: entropy, visual_dependency, visual_similarity
+
+
+METHODS: Registry[Method] = Registry("token weighting method")
+
+
+def register_method(name: str, needs: tuple[str, ...] = ()):
+    """`@register_method("name", needs=("entropy",))` on `fn(signals, mask, **params) -> (N, T)`."""
+
+    def deco(fn):
+        METHODS.register(name)(Method(fn, tuple(needs)))
+        return fn
+
+    return deco
+
+
+def token_weights(method: str, signals: dict[str, torch.Tensor], mask: torch.Tensor, **params) -> torch.Tensor:
+    """Weights of method `method`: detached, (N, T), 0 on padding. `params` may hold options for
+    every method; each receives only those its signature names."""
+    m = METHODS.get(method)
+    missing = [s for s in m.needs if s not in signals]
+    if missing:
+        raise KeyError(f"token weighting {method!r} needs signals {missing}; got {sorted(signals)}")
+    names = inspect.signature(m.fn).parameters
+    w = m.fn(signals, mask, **{k: v for k, v in params.items() if k in names})
+    return torch.where(mask.bool(), w.detach().float(), torch.zeros_like(w, dtype=torch.float))
+
+
+@register_method("none")
+def _none(signals, mask) -> torch.Tensor:
+    return mask.float()
+
+
+@register_method("entropy_topk", needs=("entropy",))
+def _entropy_topk(signals, mask, top_frac: float = 0.2) -> torch.Tensor:
+    return entropy_topk(signals["entropy"], mask, top_frac)
+
+
+def _row_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.float()
+    return (x * m).sum(1) / m.sum(1).clamp(min=1)
+
+
+@register_method("vppo", needs=("visual_dependency",))
+def vppo(signals, mask, vppo_top_frac: float = 0.4, vppo_beta_min: float = 0.9) -> torch.Tensor:
+    """VPPO: gradient only on each response's top `vppo_top_frac` tokens by visual dependency, and
+    the sequence scaled by beta_i: its mean dependency min-max normalised over the batch's
+    responses to [beta_min, beta_max], beta_max = beta_min + (1 - beta_min) / mean(normalised),
+    so that beta averages to 1 over the responses."""
+    dep = signals["visual_dependency"].float()
+    has = mask.bool().any(1)
+    seq = _row_mean(dep, mask)
+    beta = torch.ones_like(seq)
+    if bool(has.any()):
+        lo, hi = seq[has].min(), seq[has].max()
+        norm = (seq - lo) / (hi - lo) if float(hi - lo) > 0 else torch.zeros_like(seq)
+        mean_norm = norm[has].mean()
+        if float(mean_norm) > 0:
+            beta = vppo_beta_min + (1.0 - vppo_beta_min) * norm / mean_norm
+    return topk_mask(dep, mask, vppo_top_frac, per_row=True) * beta[:, None]
+
+
+def _minmax_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    valid = mask.bool()
+    big = torch.finfo(x.dtype).max
+    lo = torch.where(valid, x, torch.full_like(x, big)).min(1, keepdim=True).values
+    hi = torch.where(valid, x, torch.full_like(x, -big)).max(1, keepdim=True).values
+    span = (hi - lo).clamp(min=1e-12)
+    return torch.where(valid, (x - lo) / span, torch.zeros_like(x))
+
+
+@register_method("pepo", needs=("entropy", "visual_similarity"))
+def pepo(signals, mask, progress: float = 1.0, pepo_gate: float = 0.05, pepo_temperature: float = 1.8) -> torch.Tensor:
+    """PEPO: s (visual similarity) and h (entropy) min-max normalised per response; gate
+    g = 1 + gate * tanh(s + h - mean(s + h)); w = |o| softmax(s g / temperature) over the
+    response's valid tokens (mean 1 per response); applied as (1 - p) + p w, p the progress."""
+    valid = mask.bool()
+    s = _minmax_rows(signals["visual_similarity"].float(), mask)
+    h = _minmax_rows(signals["entropy"].float(), mask)
+    sh = s + h
+    g = 1.0 + pepo_gate * torch.tanh(sh - _row_mean(sh, mask)[:, None])
+    logits = torch.where(valid, s * g / pepo_temperature, torch.full_like(s, float("-inf")))
+    soft = torch.nan_to_num(torch.softmax(logits, dim=1), nan=0.0)  # all-padding rows: 0
+    w = soft * valid.sum(1, keepdim=True).float()
+    p = float(min(max(progress, 0.0), 1.0))
+    return (1.0 - p) + p * w
+
+
+@register_method("tor", needs=("entropy", "visual_dependency"))
+def tor(
+    signals, mask, perception_frac: float = 0.2, reasoning_frac: float = 0.2,
+    tor_perception: float = 1.5, tor_reasoning: float = 1.5, tor_both: float = 2.0, tor_other: float = 0.5,
+) -> torch.Tensor:
+    """ToR: perception and reasoning tokens (the labels of `token_labels`) up-weighted, the rest
+    down-weighted by the given coefficients, renormalised to mean 1 over the batch's valid
+    tokens. No token is masked out while the coefficients are positive."""
+    labels = token_labels(signals["entropy"], signals["visual_dependency"], mask, perception_frac, reasoning_frac)
+    coef = torch.tensor([tor_other, tor_perception, tor_reasoning, tor_both, 0.0], device=mask.device)
+    raw = coef[labels]  # PAD = -1 indexes the trailing 0
+    total = raw.sum()
+    n = mask.bool().sum()
+    return raw * (n / total) if float(total) > 0 else raw
