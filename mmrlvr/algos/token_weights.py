@@ -40,6 +40,25 @@ def visual_dependency(logprobs: torch.Tensor, corrupt_logprobs: torch.Tensor, ma
     return torch.where(mask.bool(), d, torch.zeros_like(d))
 
 
+def similarity_to_visual(hidden: torch.Tensor, visual: torch.Tensor, t: int) -> torch.Tensor:
+    """(n, L, H) hidden states, (n, L) visual-position mask -> (n, t) mean cosine similarity of the
+    states at positions L-t-1 .. L-2 (those predicting the t completion tokens) to the visual ones.
+
+    mean_v cos(h, h_v) = normalise(h) . mean_v normalise(h_v): O(n * L * H), no (L x L) matrix.
+    """
+    hn = torch.nn.functional.normalize(hidden.float(), dim=-1)
+    vis = visual.float()
+    v = (hn * vis[..., None]).sum(1) / vis.sum(1, keepdim=True).clamp(min=1)
+    return (hn[:, -(t + 1) : -1] * v[:, None]).sum(-1)
+
+
+def attention_to_visual(attn: torch.Tensor, visual: torch.Tensor, t: int) -> torch.Tensor:
+    """(n, heads, L, L) attention weights, (n, L) visual mask -> (n, t) attention mass that the
+    states predicting the t completion tokens put on visual positions, averaged over heads."""
+    a = attn.float()[:, :, -(t + 1) : -1]
+    return (a * visual.float()[:, None, None, :]).sum(-1).mean(1)
+
+
 def topk_mask(score: torch.Tensor, mask: torch.Tensor, top_frac: float, per_row: bool = False) -> torch.Tensor:
     """1.0 on valid tokens whose score is at least the k-th largest valid score, 0 elsewhere.
 

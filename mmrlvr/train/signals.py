@@ -1,0 +1,203 @@
+"""Per-token signals of the policy on a rollout batch, without gradient: entropy, visual
+dependency (one extra forward on a corrupted copy of the media), visual similarity (PEPO: hidden
+states against the visual tokens' hidden states) and, for analysis, visual attention.
+
+Every forward goes through the media-once path (`shared_media_outputs`): the vision tower runs
+once per distinct prompt, also for the corrupted copy, whose processed patches are blacked out
+before encoding. Rows are processed in chunks so that the (rows, T, V) logits stay bounded.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Sequence
+
+import torch
+
+from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual, visual_dependency
+from mmrlvr.data.collate import select_rows
+from mmrlvr.train.logprobs import _MEDIA, _unwrap, join_prompt_completion, logits_to_logprobs, shared_media_outputs
+
+SIGNALS = ("entropy", "visual_dependency", "visual_similarity")
+_PIXELS = tuple(pix for _, pix, _, _ in _MEDIA)
+
+
+def black_fill(processor) -> dict[str, torch.Tensor]:
+    """Per-channel value of a black pixel after each media processor's normalisation."""
+    out = {}
+    for pix, attr in zip(_PIXELS, ("image_processor", "video_processor")):
+        proc = getattr(processor, attr, None)
+        mean, std = getattr(proc, "image_mean", None), getattr(proc, "image_std", None)
+        if mean is not None and std is not None:
+            out[pix] = -torch.as_tensor(mean, dtype=torch.float) / torch.as_tensor(std, dtype=torch.float)
+    return out
+
+
+def corrupt_media(prompt_inputs: dict, prob: float, seed: int, fill: dict | None = None) -> dict:
+    """A copy of the prompt inputs whose vision patches are each blacked out with probability
+    `prob` (seeded). A row of `pixel_values` is one patch (14x14 pixels x temporal_patch frames for
+    Qwen2-VL, channel-major), so images and video frames are corrupted the same way. The prompts of
+    a group share one corrupted copy, so the corrupted forward still encodes each prompt once."""
+    base = prompt_inputs.get("_base", prompt_inputs)
+    gen = torch.Generator().manual_seed(int(seed))
+    new = dict(base)
+    for pix in _PIXELS:
+        if pix not in base:
+            continue
+        x = base[pix]
+        drop = torch.rand(x.shape[0], generator=gen) < prob
+        c = (fill or {}).get(pix)
+        value = torch.zeros(x.shape[1]) if c is None else c.repeat_interleave(x.shape[1] // c.numel())
+        new[pix] = torch.where(drop[:, None], value.to(x.dtype), x)
+    if "_base" not in prompt_inputs:
+        return new
+    n = len(base["_n_images"])
+    return select_rows({**new, "_base": new, "_row_prompt": list(range(n))}, prompt_inputs["_row_prompt"])
+
+
+def _forward(model, inputs: dict, ids: torch.Tensor, mask: torch.Tensor, **extra):
+    """One teacher-forced forward of prompts + completions through the media-once path."""
+    kw = join_prompt_completion(inputs, ids, mask, next(model.parameters()).device)
+    shared = shared_media_outputs(model, inputs)
+    if shared:
+        for pix in _PIXELS:
+            kw.pop(pix, None)
+        kw["mm_encoder_outputs"] = shared
+    return model(**kw, use_cache=False, **extra)
+
+
+def _decoder_layers(model):
+    inner = _unwrap(model)
+    for path in ("model.language_model.layers", "model.layers", "language_model.model.layers"):
+        obj = inner
+        try:
+            for part in path.split("."):
+                obj = getattr(obj, part)
+            return obj
+        except AttributeError:
+            continue
+    raise AttributeError(f"cannot find the decoder layers of {type(inner).__name__}")
+
+
+def _visual_ids(model) -> torch.Tensor:
+    cfg = _unwrap(model).config
+    ids = [getattr(cfg, k, None) for k in ("image_token_id", "video_token_id")]
+    return torch.tensor([i for i in ids if i is not None])
+
+
+@contextmanager
+def _similarity_probe(model, layers: Sequence[int], t: int, out: list):
+    """Hooks that turn chosen decoder layers' hidden states into (n, T) similarities as the forward
+    runs and keep only those: memory stays O(n * (L + T)) per layer, not all hidden states.
+
+    similarity_t = mean over visual positions v of cos(h_t, h_v) = normalise(h_t) . mean_v normalise(h_v),
+    with h_t the state that predicts completion token t (aligned with its log-prob and entropy);
+    averaged over the chosen layers.
+    """
+    all_layers = _decoder_layers(model)
+    chosen = sorted({i % len(all_layers) for i in layers})
+    vis_ids = _visual_ids(model)
+    state: dict = {}
+
+    def pre(_mod, _args, kwargs):
+        state["visual"] = torch.isin(kwargs["input_ids"], vis_ids.to(kwargs["input_ids"].device)).float()
+
+    def hook(_mod, _args, output):
+        h = output[0] if isinstance(output, tuple) else output
+        sim = similarity_to_visual(h, state["visual"], t) / len(chosen)
+        state["sim"] = sim if "sim" not in state else state["sim"] + sim
+
+    handles = [_unwrap(model).register_forward_pre_hook(pre, with_kwargs=True)]
+    handles += [all_layers[i].register_forward_hook(hook) for i in chosen]
+    try:
+        yield state
+    finally:
+        for h in handles:
+            h.remove()
+        if "sim" in state:
+            out.append(state["sim"])
+
+
+@torch.no_grad()
+def compute_signals(
+    model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+    needs: Sequence[str], *, temperature: float = 1.0, suppress_ids: Sequence[int] = (),
+    corrupt_prob: float = 0.5, seed: int = 0, fill: dict | None = None,
+    similarity_layers: Sequence[int] = (-1,), chunk_rows: int = 64,
+) -> dict[str, torch.Tensor]:
+    """The requested signals, each (N, T) float on the CPU, 0 on padding.
+
+    Costs: entropy and visual_similarity come from one clean forward; visual_dependency adds one
+    forward on the corrupted media (and needs the clean one for the tokens' log-probs).
+    """
+    unknown = set(needs) - set(SIGNALS)
+    if unknown:
+        raise KeyError(f"unknown token signals {sorted(unknown)}; known: {', '.join(SIGNALS)}")
+    needs = set(needs)
+    n, t = completion_ids.shape
+    out: dict[str, list] = {k: [] for k in ("logprobs", "entropy", "visual_similarity", "corrupt")}
+    corrupted = corrupt_media(prompt_inputs, corrupt_prob, seed, fill) if "visual_dependency" in needs else None
+    for start in range(0, n, chunk_rows):
+        rows = list(range(start, min(n, start + chunk_rows)))
+        ids, mask = completion_ids[rows], completion_mask[rows]
+        sims: list = []
+        probe = _similarity_probe(model, similarity_layers, t, sims) if "visual_similarity" in needs else None
+        with probe if probe is not None else _null():
+            logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=t + 1).logits[:, :t]
+        lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
+        out["logprobs"].append(lp.cpu())
+        out["entropy"].append(ent.cpu())
+        out["visual_similarity"] += [s.cpu() for s in sims]
+        if corrupted is not None:
+            logits = _forward(model, select_rows(corrupted, rows), ids, mask, logits_to_keep=t + 1).logits[:, :t]
+            out["corrupt"].append(logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0].cpu())
+    valid = completion_mask.bool().cpu()
+    result = {}
+    if "entropy" in needs:
+        result["entropy"] = torch.cat(out["entropy"]) * valid
+    if "visual_similarity" in needs:
+        result["visual_similarity"] = torch.cat(out["visual_similarity"]) * valid
+    if corrupted is not None:
+        result["visual_dependency"] = visual_dependency(torch.cat(out["logprobs"]), torch.cat(out["corrupt"]), valid)
+    return result
+
+
+@contextmanager
+def _null():
+    yield None
+
+
+@torch.no_grad()
+def visual_attention(
+    model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
+    layers: Sequence[int] | None = None, heads: Sequence[int] | None = None, chunk_rows: int = 16,
+) -> torch.Tensor:
+    """(N, T) share of attention that the state predicting each completion token pays to the visual
+    positions, averaged over `layers` (default all) and `heads` (default all); 0 on padding.
+
+    Runs eager attention for the call (sdpa and flash attention do not return the weights), then
+    restores the model's own implementation. For analysis and the notebooks, not for training.
+    """
+    inner = _unwrap(model)
+    before = inner.config._attn_implementation
+    n, t = completion_ids.shape
+    vis_ids = _visual_ids(model)
+    chunks = []
+    inner.set_attn_implementation("eager")
+    try:
+        for start in range(0, n, chunk_rows):
+            rows = list(range(start, min(n, start + chunk_rows)))
+            sub = select_rows(prompt_inputs, rows)
+            att = _forward(model, sub, completion_ids[rows], completion_mask[rows], output_attentions=True,
+                           logits_to_keep=1).attentions
+            visual = torch.isin(sub["input_ids"], vis_ids).float()
+            visual = torch.cat([visual, torch.zeros(len(rows), t)], 1)  # completions are not visual
+            chosen = range(len(att)) if layers is None else [i % len(att) for i in layers]
+            per_layer = []
+            for i in chosen:
+                a = att[i].cpu()
+                per_layer.append(attention_to_visual(a if heads is None else a[:, list(heads)], visual, t))
+            chunks.append(torch.stack(per_layer).mean(0))
+    finally:
+        inner.set_attn_implementation(before)
+    return torch.cat(chunks) * completion_mask.bool().float()
