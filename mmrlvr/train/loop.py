@@ -24,7 +24,9 @@ from mmrlvr.train.progress import Progress
 from mmrlvr.train.setup import (
     make_scheduler, prepare_policy, reference_policy, set_threads_and_seed, start_trackers, task_args,
 )
-from mmrlvr.train.step import PromptStream, collect, update
+from mmrlvr.train.signals import black_fill
+from mmrlvr.train.step import PromptStream, advantages_for, collect, update
+from mmrlvr.train.token_roles import weigh_tokens, write_token_roles
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
@@ -87,20 +89,27 @@ def train(cfg: Config) -> dict:
         progress.note(f"held-out accuracy before RL: {state['eval_before']['accuracy']:.3f}")
     stream = PromptStream(train_set, cfg.seed, pos=state["data_pos"])
     model.train()  # the engine switches to eval for sampling and back
+    fill = black_fill(processor)  # what a blacked-out patch looks like after normalisation
 
     for step in range(state["step"] + 1, cfg.train.steps + 1):
         t0 = time.perf_counter()
         # 1-3. sample prompts, generate G completions each, score them (dynamic sampling inside)
         batch = collect(engine, stream, scorer, cfg, algo, seed=cfg.seed * 100_003 + step)
-        # 4-5. advantages and the policy update (ppo_epochs x mini_batches optimizer steps)
+        # 4. per-token weights (perception / reasoning signals), once for the whole batch
+        log_step = step % cfg.train.log_every == 0 or step == 1
+        adv, _ = advantages_for(batch, cfg, algo)
+        tw = weigh_tokens(model, batch, adv, cfg, engine.suppress_ids, step=step, fill=fill,
+                          diagnose=cfg.token_weighting.diagnostics and log_step and is_main)
+        # 5. the policy update (ppo_epochs x mini_batches optimizer steps)
         t1 = time.perf_counter()
         lr = optimizer.param_groups[0]["lr"]  # the rate this step's update used
-        stats = update(model, ref_model, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=step)
+        stats = update(model, ref_model, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=step,
+                       token_weights=tw.weights)
         scheduler.step()
         engine.sync_weights(policy)
         # 6. log
         metrics = {
-            **batch.metrics, **stats,
+            **batch.metrics, **stats, **tw.metrics,
             "reward/mean": batch.rewards.nanmean().item(),
             "actor/lr": lr,
             "time/update": time.perf_counter() - t1,
@@ -109,8 +118,10 @@ def train(cfg: Config) -> dict:
         if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
             metrics.update(eval_metrics(cfg.task.name, run_eval()))
         log.log(step, metrics)
-        if is_main and (step % cfg.train.log_every == 0 or step == 1):
+        if is_main and log_step:
             _write_samples(run_dir, step, batch)
+            write_token_roles(run_dir, step, batch, adv, tw, processor.tokenizer, cfg.token_weighting.method,
+                              cfg.token_weighting.roles_per_step)
         progress.update(step, metrics)
         # 7. checkpoint (atomic), with the data position so a resumed run continues exactly
         state.update(step=step, data_pos=stream.pos)

@@ -180,11 +180,15 @@ def reference_logprobs(model, ref_model, batch: RolloutBatch, cfg, suppress, mic
         return batch_logprobs(model, batch, cfg, suppress, micro)
 
 
-def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, algo, suppress, seed: int) -> dict:
+def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, algo, suppress, seed: int,
+           token_weights: torch.Tensor | None = None) -> dict:
     """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
     `grad_accum` micro-batches. Sequences with zero advantage (and no KL/entropy term) are skipped
-    in the forward: they add nothing to the gradient, only to the denominator, which is kept."""
+    in the forward: they add nothing to the gradient, only to the denominator, which is kept.
+    `token_weights` (N, T), computed once for the whole batch, multiply the advantages per token."""
     adv, mask = advantages_for(batch, cfg, algo)
+    if token_weights is not None:
+        adv = adv * token_weights.to(adv.dtype).detach()  # (N, 1) -> (N, T)
     n = adv.shape[0]
     multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
     micro = micro_rows(n, algo)

@@ -1,0 +1,105 @@
+"""The step's token weighting: signals -> weights, labels, diagnostics and token_roles files.
+
+Weights are computed once per rollout batch, before the update, over the rows that carry a
+non-zero advantage (the only ones the policy gradient sees; DAPO's dynamic sampling keeps exactly
+these). Batch statistics such as the entropy top-k threshold therefore do not depend on how the
+update splits the batch into mini- and micro-batches, nor on which rows it skips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, token_labels, token_weights
+from mmrlvr.data.collate import select_rows
+from mmrlvr.train.signals import compute_signals
+
+DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
+
+
+@dataclass
+class TokenWeighting:
+    """One batch's token weights with what produced them; signals and labels cover `rows` only."""
+
+    weights: torch.Tensor | None  # (N, T) advantage multipliers, or None: all 1 (nothing computed)
+    rows: list[int] = field(default_factory=list)  # batch rows the signals were computed for
+    signals: dict = field(default_factory=dict)  # name -> (len(rows), T)
+    labels: torch.Tensor | None = None  # (len(rows), T) codes of token_weights.token_labels
+    metrics: dict = field(default_factory=dict)
+
+
+def signals_needed(method: str, diagnose: bool) -> set[str]:
+    needs = set(METHODS.get(method).needs)
+    return needs | set(DIAGNOSTIC_SIGNALS) if diagnose else needs
+
+
+def weigh_tokens(model, batch, adv: torch.Tensor, cfg, suppress, *, step: int, fill: dict | None,
+                 diagnose: bool = False) -> TokenWeighting:
+    """Signals the method needs (plus entropy and visual dependency when `diagnose`), the method's
+    weights on the rows with a non-zero advantage (1 elsewhere), labels and per-step metrics."""
+    tw = cfg.token_weighting
+    needs = signals_needed(tw.method, diagnose)
+    if not needs:
+        return TokenWeighting(None)
+    t0 = time.perf_counter()
+    rows = adv.ne(0).any(dim=1).nonzero().flatten().tolist()
+    if not rows:
+        return TokenWeighting(None, metrics={"time/token_signals": time.perf_counter() - t0})
+    mask = batch.completion_mask[rows]
+    signals = compute_signals(
+        model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask, sorted(needs),
+        temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
+        seed=cfg.seed * 1_000_003 + step, fill=fill, similarity_layers=tw.similarity_layers,
+    )
+    params = {k: v for k, v in dataclasses.asdict(tw).items() if k != "method"}
+    w_rows = token_weights(tw.method, signals, mask, progress=step / max(cfg.train.steps, 1), **params)
+    weights = batch.completion_mask.float().clone()
+    weights[rows] = w_rows
+    out = TokenWeighting(weights, rows, signals)
+    valid = mask.bool()
+    out.metrics["tokens/weight_mean"] = float(w_rows[valid].mean())
+    if "visual_dependency" in signals:
+        out.metrics["tokens/visual_dependency"] = float(signals["visual_dependency"][valid].mean())
+    if "entropy" in signals and "visual_dependency" in signals:
+        out.labels = token_labels(signals["entropy"], signals["visual_dependency"], mask,
+                                  tw.perception_frac, tw.reasoning_frac)
+        out.metrics.update(label_stats(out.labels, w_rows))
+    out.metrics["time/token_signals"] = time.perf_counter() - t0
+    return out
+
+
+def write_token_roles(run_dir: Path, step: int, batch, adv: torch.Tensor, tw: TokenWeighting, tokenizer,
+                      method: str, k: int = 4) -> Path | None:
+    """`token_roles/step_<step>.jsonl`: for up to k completions, each token with its signals,
+    label and weight (padding excluded), in the format the notebooks read."""
+    if not tw.rows or k <= 0:
+        return None
+    g = len(batch.texts) // max(len(batch.samples), 1)
+    path = Path(run_dir) / "token_roles" / f"step_{step}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for j, row in enumerate(tw.rows[:k]):
+            n = int(batch.completion_mask[row].sum())
+            ids = batch.completion_ids[row, :n].tolist()
+            labels = tw.labels[j, :n].tolist() if tw.labels is not None else [PAD] * n
+            rec = {
+                "step": step,
+                "sample_id": batch.samples[row // g].id,
+                "row": row,
+                "reward": float(batch.rewards.view(-1)[row]),
+                "advantage": float(adv[row].flatten()[0]),
+                "tokens": [tokenizer.decode([i]) for i in ids],
+                "token_ids": ids,
+                "signals": {name: [round(float(x), 6) for x in sig[j, :n]] for name, sig in sorted(tw.signals.items())},
+                "labels": [LABEL_NAMES.get(code, "other") for code in labels],
+                "weights": [round(float(x), 6) for x in tw.weights[row, :n]],
+                "method": method,
+            }
+            f.write(json.dumps(rec) + "\n")
+    return path

@@ -1,0 +1,131 @@
+"""Token weighting inside the step: exact with accumulation and the zero-advantage skip; the loop
+logs label fractions and writes token_roles files in the agreed format."""
+
+import copy
+import json
+
+import pytest
+import torch
+
+from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.config import load_config
+from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.tasks import load_task
+from mmrlvr.train.signals import black_fill
+from mmrlvr.train.step import PromptStream, advantages_for, collect, update
+from mmrlvr.train.token_roles import weigh_tokens
+from mmrlvr.verifiers.score import InProcessScorer
+
+BASE = ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "train.max_grad_norm=1e9"]
+
+
+def _setup(tiny, extra=()):
+    model, processor = tiny
+    cfg = load_config(None, BASE + list(extra))
+    algo = resolve_algo(cfg.algo, 6)
+    engine = HFRolloutEngine(model, processor)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 16, 0), 0), InProcessScorer(), cfg, algo, seed=0)
+    batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    return cfg, algo, batch, engine.suppress_ids, black_fill(processor)
+
+
+def _apply(model, batch, cfg, algo, suppress, weights):
+    from accelerate import Accelerator
+
+    model = copy.deepcopy(model)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    stats = update(model, None, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0, token_weights=weights)
+    torch.set_num_threads(1)
+    return [p.detach() - b for p, b in zip(model.parameters(), before)], stats
+
+
+def _max_diff(a, b):
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("method", ["tor", "entropy_topk"])
+def test_weighted_update_is_exact_under_grad_accumulation(fresh_tiny, method):
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, [f"token_weighting.method={method}"])
+    adv, _ = advantages_for(batch, cfg, algo)
+    tw = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill)
+    assert tw.weights.shape == batch.completion_ids.shape
+    assert not torch.equal(tw.weights, batch.completion_mask.float())  # the weights do something
+    d1, s1 = _apply(model, batch, cfg, algo, suppress, tw.weights)
+    cfg.algo.grad_accum = 8
+    d8, s8 = _apply(model, batch, cfg, resolve_algo(cfg.algo, 6), suppress, tw.weights)
+    assert _max_diff(d1, d8) < 1e-5 and s1["loss/policy"] == pytest.approx(s8["loss/policy"], abs=1e-6)
+    # and they change the update compared with no weights
+    d0, _ = _apply(model, batch, cfg, algo, suppress, None)
+    assert _max_diff(d0, d1) > 1e-4
+
+
+def test_weighted_update_skips_zero_advantage_rows_exactly(fresh_tiny):
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=tor"])
+    batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    adv, _ = advantages_for(batch, cfg, algo)
+    tw = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill)
+    assert tw.rows == [0, 1, 2, 3]  # signals only for the rows the gradient sees
+    assert torch.equal(tw.weights[4:], batch.completion_mask[4:].float())
+    d_skip, stats = _apply(model, batch, cfg, algo, suppress, tw.weights)
+    assert stats["actor/updated_seqs_frac"] == 0.5
+    cfg.algo.entropy_coef = 1e-12  # forces every row through the forward
+    d_all, stats_all = _apply(model, batch, cfg, resolve_algo(cfg.algo, 6), suppress, tw.weights)
+    assert stats_all["actor/updated_seqs_frac"] == 1.0
+    assert _max_diff(d_skip, d_all) < 1e-5
+
+
+def test_weights_computed_once_per_batch_do_not_depend_on_diagnostics(fresh_tiny):
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=entropy_topk"])
+    adv, _ = advantages_for(batch, cfg, algo)
+    plain = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill)
+    diag = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill, diagnose=True)
+    assert set(plain.signals) == {"entropy"} and set(diag.signals) == {"entropy", "visual_dependency"}
+    assert torch.equal(plain.weights, diag.weights)
+    assert "tokens/perception_frac" in diag.metrics and "tokens/perception_frac" not in plain.metrics
+    none = load_config(None, BASE)
+    assert weigh_tokens(model, batch, adv, none, suppress, step=1, fill=fill).weights is None  # nothing computed
+
+
+def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
+    from pathlib import Path
+
+    from mmrlvr.train.loop import train
+
+    plugin = Path(__file__).parents[1] / "e2e" / "user_verifier.py"
+    cfg = load_config("configs/quickstart.yaml", [
+        "task.train_size=32", "task.eval_size=8", "warm_start.steps=0", "rollout.prompts_per_step=2",
+        "rollout.group_size=4", "rollout.max_new_tokens=6", "train.steps=2", "train.log_every=2",
+        "train.save_every=0", f"output_dir={tmp_path / 'run'}", "verifier_workers=0",
+        f"rewards=[{{verifier: {plugin}:even_length}}]", "token_weighting.method=vppo",
+        "token_weighting.roles_per_step=3",
+    ])
+    train(cfg)
+    run = tmp_path / "run"
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = {r["step"]: r for r in rows if "reward/mean" in r}
+    informative = [s for s, r in steps.items() if r["rollout/mixed_group_frac"] > 0]
+    assert informative, "the parity reward should give mixed groups"
+    for s in informative:
+        r = steps[s]
+        assert {"time/token_signals", "tokens/visual_dependency", "tokens/weight_mean"} <= set(r)
+        # vppo alone needs no entropy; the labels come with the diagnostics of logging steps
+        assert ("tokens/perception_frac" in r) == (s in (1, 2))
+        fracs = r["tokens/perception_frac"] + r["tokens/reasoning_frac"] + r["tokens/both_frac"] + r["tokens/other_frac"]
+        assert fracs == pytest.approx(1.0)
+    for s in informative:
+        lines = (run / "token_roles" / f"step_{s}.jsonl").read_text().splitlines()
+        assert 1 <= len(lines) <= 3
+        rec = json.loads(lines[0])
+        assert set(rec) == {"step", "sample_id", "row", "reward", "advantage", "tokens", "token_ids",
+                            "signals", "labels", "weights", "method"}
+        n = len(rec["token_ids"])
+        assert rec["step"] == s and rec["method"] == "vppo" and n >= 1
+        assert len(rec["tokens"]) == len(rec["labels"]) == len(rec["weights"]) == n
+        assert set(rec["signals"]) == {"entropy", "visual_dependency"}
+        assert all(len(v) == n for v in rec["signals"].values())
+        assert set(rec["labels"]) <= {"perception", "reasoning", "both", "other"}
+        assert rec["advantage"] != 0 and min(rec["weights"]) >= 0
