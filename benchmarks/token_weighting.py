@@ -1,0 +1,104 @@
+"""Token weighting methods from one warm start on the harder perception task, 3 seeds each.
+
+    flock /work/heavy.lock python benchmarks/token_weighting.py [--steps 30] [--seeds 0,1,2]
+
+Prints a table (method, held-out accuracy before and after the step budget as mean +- spread over
+seeds, gain, s/step and its ratio to `none`, time spent on token signals) and writes it as JSON.
+The warm start is trained once and reused by every run; each run differs only in
+`token_weighting.method` and the seed of its RL phase (sampling, data order, eval boards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import table  # noqa: E402
+
+from mmrlvr.algos.token_weights import METHODS  # noqa: E402
+from mmrlvr.config import load_config  # noqa: E402
+from mmrlvr.train.loop import train  # noqa: E402
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+
+
+def _spread(xs: list[float]) -> float:
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="configs/marked_cell.yaml")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--methods", default="none,entropy_topk,vppo,pepo,tor")
+    ap.add_argument("--work", default="runs/bench_token_weighting")
+    ap.add_argument("--out", default="benchmarks/results/token_weighting.json")
+    ap.add_argument("overrides", nargs="*")
+    args = ap.parse_args()
+    work = Path(args.work)
+    methods = args.methods.split(",")
+    for m in methods:
+        METHODS.get(m)  # fail before any training on a typo
+    seeds = [int(s) for s in args.seeds.split(",")]
+
+    warm = work / "warm" / "warm_start"
+    if not (warm / "warm_start.json").exists():  # trained once (seed 0), then reused
+        train(load_config(args.config, ["seed=0", f"output_dir={work / 'warm'}", "train.steps=0",
+                                        "train.resume=false", "verifier_workers=0", *args.overrides]))
+    runs = []
+    for seed in seeds:
+        for method in methods:  # methods interleaved per seed, so machine load hits all alike
+            run = work / f"{method}_s{seed}"
+            t0 = time.perf_counter()
+            summary = train(load_config(args.config, [
+                f"seed={seed}", f"output_dir={run}", f"token_weighting.method={method}", f"train.steps={args.steps}",
+                f"warm_start.checkpoint={warm}", "train.save_every=0", "train.eval_every=0", "train.resume=false",
+                "token_weighting.diagnostics=false", "verifier_workers=0", *args.overrides,
+            ]))
+            rows = [r for r in _rows(run) if "time/step" in r and r["step"] > 1]  # step 1 warms up
+            runs.append({
+                "method": method, "seed": seed, "acc_before": summary["eval_before"]["accuracy"],
+                "acc_after": summary["eval_after"]["accuracy"],
+                "s_per_step": statistics.mean(r["time/step"] for r in rows),
+                "signals_s": statistics.mean(r.get("time/token_signals", 0.0) for r in rows),
+                "wall_s": round(time.perf_counter() - t0, 1),
+            })
+            print(json.dumps(runs[-1]), flush=True)
+
+    base_step = statistics.mean(r["s_per_step"] for r in runs if r["method"] == "none") if "none" in methods else None
+    results = []
+    for method in methods:
+        rs = [r for r in runs if r["method"] == method]
+        after = [r["acc_after"] for r in rs]
+        gains = [r["acc_after"] - r["acc_before"] for r in rs]
+        step = statistics.mean(r["s_per_step"] for r in rs)
+        results.append({
+            "method": method, "acc_before": statistics.mean(r["acc_before"] for r in rs),
+            "acc_after": statistics.mean(after), "acc_after_sd": _spread(after),
+            "gain": statistics.mean(gains), "gain_sd": _spread(gains), "s_per_step": step,
+            "step_vs_none": step / base_step if base_step else None,
+            "signals_s": statistics.mean(r["signals_s"] for r in rs),
+        })
+    print(table(results, [
+        ("method", "method", ""), ("acc_before", "acc. before", ".3f"), ("acc_after", "acc. after", ".3f"),
+        ("acc_after_sd", "sd", ".3f"), ("gain", "gain", "+.3f"), ("gain_sd", "sd", ".3f"),
+        ("s_per_step", "s/step", ".2f"), ("step_vs_none", "vs none", ".2f"), ("signals_s", "signals s/step", ".2f"),
+    ]))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"config": args.config, "steps": args.steps, "seeds": seeds,
+                               "overrides": args.overrides, "results": results, "runs": runs}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
