@@ -102,6 +102,17 @@ RULES: list[Rule] = [
     Rule("algo.ppo_epochs", at_least(1), "an integer >= 1"),
     Rule("algo.mini_batches", at_least(1), "an integer >= 1"),
     Rule("algo.grad_accum", at_least(1), "an integer >= 1"),
+    *[Rule(f"token_weighting.{k}", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]")
+      for k in ("top_frac", "perception_frac", "reasoning_frac", "vppo_top_frac")],
+    Rule("token_weighting.corrupt_prob", lambda v: _num(v) and 0 <= v <= 1, "a probability in [0, 1]"),
+    Rule("token_weighting.vppo_beta_min", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    Rule("token_weighting.pepo_gate", at_least(0), "a finite number >= 0"),
+    Rule("token_weighting.pepo_temperature", above(0), "a finite number > 0"),
+    *[Rule(f"token_weighting.tor_{k}", at_least(0), "a finite number >= 0")
+      for k in ("perception", "reasoning", "both", "other")],
+    Rule("token_weighting.similarity_layers", lambda v: bool(v) and all(isinstance(i, int) for i in v),
+         "a non-empty list of layer indices (negative counts from the end)"),
+    Rule("token_weighting.roles_per_step", at_least(0), "an integer >= 0"),
 ]
 
 
@@ -136,6 +147,17 @@ def _check_algo(cfg: Config) -> Iterable[str]:
         value = getattr(cfg.algo, field)
         if value is not None and value not in known:
             yield _line(f"algo.{field}", value, f"one of {', '.join(known)}")
+
+
+def _check_token_weighting(cfg: Config) -> Iterable[str]:
+    from mmrlvr.algos.token_weights import METHODS
+
+    tw = cfg.token_weighting
+    if tw.method not in METHODS:
+        yield _line("token_weighting.method", tw.method, f"one of {', '.join(METHODS.names())}")
+    coefs = [tw.tor_perception, tw.tor_reasoning, tw.tor_both, tw.tor_other]
+    if tw.method == "tor" and all(_num(c) for c in coefs) and max(coefs) <= 0:
+        yield _line("token_weighting.tor_*", coefs, "at least one coefficient > 0")
 
 
 def _check_rewards(cfg: Config) -> Iterable[str]:
@@ -251,7 +273,8 @@ def _check_paths(cfg: Config) -> Iterable[str]:
 
 
 CHECKS: list[Callable[[Config], Iterable[str]]] = [
-    _check_rules, _check_algo, _check_rewards, _check_eval_and_trackers, _check_task, _check_paths,
+    _check_rules, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
+    _check_paths,
 ]
 
 

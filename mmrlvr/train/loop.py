@@ -98,7 +98,7 @@ def train(cfg: Config) -> dict:
         # 4. per-token weights (perception / reasoning signals), once for the whole batch
         log_step = step % cfg.train.log_every == 0 or step == 1
         adv, _ = advantages_for(batch, cfg, algo)
-        tw = weigh_tokens(model, batch, adv, cfg, engine.suppress_ids, step=step, fill=fill,
+        tw = weigh_tokens(model, batch, adv, cfg, algo, engine.suppress_ids, step=step, fill=fill,
                           diagnose=cfg.token_weighting.diagnostics and log_step and is_main)
         # 5. the policy update (ppo_epochs x mini_batches optimizer steps)
         t1 = time.perf_counter()

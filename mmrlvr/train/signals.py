@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual, visual_dependency
 from mmrlvr.data.collate import select_rows
@@ -139,18 +140,22 @@ def compute_signals(
     corrupted = corrupt_media(prompt_inputs, corrupt_prob, seed, fill) if "visual_dependency" in needs else None
     for start in range(0, n, chunk_rows):
         rows = list(range(start, min(n, start + chunk_rows)))
-        ids, mask = completion_ids[rows], completion_mask[rows]
+        # forward only up to these rows' longest completion: causal positions never see the padding
+        tc = max(1, int(completion_mask[rows].sum(1).max()))
+        ids, mask = completion_ids[rows, :tc], completion_mask[rows, :tc]
         sims: list = []
-        probe = _similarity_probe(model, similarity_layers, t, sims) if "visual_similarity" in needs else None
-        with probe if probe is not None else _null():
-            logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=t + 1).logits[:, :t]
+        probe = _similarity_probe(model, similarity_layers, tc, sims) if "visual_similarity" in needs else _null()
+        with probe:
+            logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
         lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
-        out["logprobs"].append(lp.cpu())
-        out["entropy"].append(ent.cpu())
-        out["visual_similarity"] += [s.cpu() for s in sims]
+        pad = (0, t - tc)
+        out["logprobs"].append(F.pad(lp.cpu(), pad))
+        out["entropy"].append(F.pad(ent.cpu(), pad))
+        out["visual_similarity"] += [F.pad(x.cpu(), pad) for x in sims]
         if corrupted is not None:
-            logits = _forward(model, select_rows(corrupted, rows), ids, mask, logits_to_keep=t + 1).logits[:, :t]
-            out["corrupt"].append(logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0].cpu())
+            logits = _forward(model, select_rows(corrupted, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
+            lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]
+            out["corrupt"].append(F.pad(lp_c.cpu(), pad))
     valid = completion_mask.bool().cpu()
     result = {}
     if "entropy" in needs:

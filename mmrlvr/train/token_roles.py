@@ -19,6 +19,7 @@ import torch
 from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, token_labels, token_weights
 from mmrlvr.data.collate import select_rows
 from mmrlvr.train.signals import compute_signals
+from mmrlvr.train.step import micro_rows
 
 DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
 
@@ -39,7 +40,7 @@ def signals_needed(method: str, diagnose: bool) -> set[str]:
     return needs | set(DIAGNOSTIC_SIGNALS) if diagnose else needs
 
 
-def weigh_tokens(model, batch, adv: torch.Tensor, cfg, suppress, *, step: int, fill: dict | None,
+def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: int, fill: dict | None,
                  diagnose: bool = False) -> TokenWeighting:
     """Signals the method needs (plus entropy and visual dependency when `diagnose`), the method's
     weights on the rows with a non-zero advantage (1 elsewhere), labels and per-step metrics."""
@@ -56,6 +57,7 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, suppress, *, step: int, f
         model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask, sorted(needs),
         temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
         seed=cfg.seed * 1_000_003 + step, fill=fill, similarity_layers=tw.similarity_layers,
+        chunk_rows=micro_rows(len(rows), algo),
     )
     params = {k: v for k, v in dataclasses.asdict(tw).items() if k != "method"}
     w_rows = token_weights(tw.method, signals, mask, progress=step / max(cfg.train.steps, 1), **params)

@@ -49,7 +49,7 @@ def test_weighted_update_is_exact_under_grad_accumulation(fresh_tiny, method):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, [f"token_weighting.method={method}"])
     adv, _ = advantages_for(batch, cfg, algo)
-    tw = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill)
+    tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     assert tw.weights.shape == batch.completion_ids.shape
     assert not torch.equal(tw.weights, batch.completion_mask.float())  # the weights do something
     d1, s1 = _apply(model, batch, cfg, algo, suppress, tw.weights)
@@ -66,7 +66,7 @@ def test_weighted_update_skips_zero_advantage_rows_exactly(fresh_tiny):
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=tor"])
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
     adv, _ = advantages_for(batch, cfg, algo)
-    tw = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill)
+    tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     assert tw.rows == [0, 1, 2, 3]  # signals only for the rows the gradient sees
     assert torch.equal(tw.weights[4:], batch.completion_mask[4:].float())
     d_skip, stats = _apply(model, batch, cfg, algo, suppress, tw.weights)
@@ -81,13 +81,13 @@ def test_weights_computed_once_per_batch_do_not_depend_on_diagnostics(fresh_tiny
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=entropy_topk"])
     adv, _ = advantages_for(batch, cfg, algo)
-    plain = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill)
-    diag = weigh_tokens(model, batch, adv, cfg, suppress, step=1, fill=fill, diagnose=True)
+    plain = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
+    diag = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill, diagnose=True)
     assert set(plain.signals) == {"entropy"} and set(diag.signals) == {"entropy", "visual_dependency"}
     assert torch.equal(plain.weights, diag.weights)
     assert "tokens/perception_frac" in diag.metrics and "tokens/perception_frac" not in plain.metrics
     none = load_config(None, BASE)
-    assert weigh_tokens(model, batch, adv, none, suppress, step=1, fill=fill).weights is None  # nothing computed
+    assert weigh_tokens(model, batch, adv, none, algo, suppress, step=1, fill=fill).weights is None  # nothing computed
 
 
 def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
@@ -129,3 +129,20 @@ def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
         assert all(len(v) == n for v in rec["signals"].values())
         assert set(rec["labels"]) <= {"perception", "reasoning", "both", "other"}
         assert rec["advantage"] != 0 and min(rec["weights"]) >= 0
+
+
+@pytest.mark.parametrize("override, match", [
+    ("token_weighting.method=vpo", "token_weighting.method='vpo': one of entropy_topk, none, pepo, tor, vppo"),
+    ("token_weighting.top_frac=0", "token_weighting.top_frac=0.0: expected a number in"),
+    ("token_weighting.corrupt_prob=1.5", "token_weighting.corrupt_prob=1.5: expected a probability"),
+    ("token_weighting.tor_other=-1", "token_weighting.tor_other=-1.0: expected a finite number >= 0"),
+    ("token_weighting.similarity_layers=[]", "token_weighting.similarity_layers=\\[\\]"),
+])
+def test_bad_token_weighting_settings_fail_before_training(tmp_path, override, match):
+    from mmrlvr.config import ConfigError
+    from mmrlvr.train.loop import train
+
+    cfg = load_config(None, [override, f"output_dir={tmp_path / 'run'}"])
+    with pytest.raises(ConfigError, match=match):
+        train(cfg)
+    assert not (tmp_path / "run").exists()  # nothing written, no model loaded
