@@ -58,7 +58,8 @@ def main() -> int:
                     f.write(json.dumps({"id": i, "verifier": name, "completion": completion, "reference": ref, "meta": meta}) + "\n")
             pool(name, [cases[0][0]], [None] if name == "format" else [_warm(name, cases[0][1])])  # spawn + imports
             t0 = time.perf_counter()
-            done, bad = score_file(src, dst, pool, progress=False)
+            counts = score_file(src, dst, pool, progress=False)
+            done, bad = counts.scored, counts.bad_lines
             dt = time.perf_counter() - t0
             scores = [json.loads(x)["score"] for x in dst.read_text().splitlines()]
             rows.append({"verifier": name, "rows": done, "rows_per_s": done / dt, "mean_score": sum(scores) / len(scores), "bad": bad})

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from mmrlvr.types import Verdict
-from mmrlvr.verifiers.base import register_verifier
+from mmrlvr.verifiers.base import BadReference, finite_reference, register_verifier
 from mmrlvr.verifiers.extract import final_answer
+from mmrlvr.verifiers.symbolic import math_equal, parse_reference, warm_parser
 
 _INT = re.compile(r"^[+-]?\d{1,18}$")
 # an optional think block, then one answer block, and nothing else
@@ -18,6 +20,15 @@ def answer_only(completion: str) -> bool:
     return len(completion) <= 100_000 and _ANSWER_ONLY.fullmatch(completion) is not None
 
 
+def _int_reference(ref) -> int:
+    if isinstance(ref, float) and ref.is_integer():
+        ref = int(ref)
+    text = str(ref).strip()
+    if isinstance(ref, bool) or not _INT.match(text):
+        raise BadReference(f"count reference {text[:40]!r} is not an integer")
+    return int(text)
+
+
 @register_verifier("count", "exact integer in a lone <answer>N</answer> (text after it scores 0)")
 def count(completion: str, sample) -> Verdict:
     """1 when the completion is well formed and its answer is exactly the reference integer.
@@ -25,6 +36,7 @@ def count(completion: str, sample) -> Verdict:
     Well-formedness is part of the score: otherwise text after the answer is free, and RL lets it
     drift into junk that later verifiers or users must read.
     """
+    ref = _int_reference(sample.reference)
     fmt = float(answer_only(completion))
     ans, failed = final_answer(completion, parts={"correct": 0.0, "format": fmt})
     if failed:
@@ -32,7 +44,7 @@ def count(completion: str, sample) -> Verdict:
     ans = ans.strip().replace(",", "")
     if not _INT.match(ans):
         return Verdict(0.0, f"answer {ans[:40]!r} is not an integer", {"correct": 0.0, "format": fmt})
-    correct = float(int(ans) == int(sample.reference))
+    correct = float(int(ans) == ref)
     reason = "correct" if correct else f"{int(ans)} != {sample.reference}"
     if correct and not fmt:
         reason = "correct answer, but text around <answer>...</answer>"
@@ -42,55 +54,24 @@ def count(completion: str, sample) -> Verdict:
 # ---------------------------------------------------------------------------------------------
 # math: symbolic / numeric equivalence with math-verify
 
-_UNIT = re.compile(
-    r"(?:\^\s*\{?\\circ\}?|°|\\degree|\s*(?:degrees?|deg|cm\^?2?|mm\^?2?|km|m\^?2?|m|units?|sq\.?\s*units?)\.?)\s*$",
-    re.I,
-)
-_LHS = re.compile(r"^\s*[a-zA-Z](?:_\{?\w+\}?)?\s*=\s*(?=[^=])")
-_LATEX_WRAP = re.compile(r"^\s*\$+|\$+\s*$|^\\\(|\\\)$|^\\\[|\\\]$")
-MAX_MATH_CHARS = 1000  # longer "answers" are not answers; sympy on them is slow
-
-
-def _clean_math(ans: str) -> str:
-    # "\f" read by a JSON parser is a form feed: "\frac" arrives as "\x0crac" (seen in MATH-V)
-    ans = _LATEX_WRAP.sub("", ans.replace("\x0c", "\\f").strip())
-    ans = ans.replace("\\text{", "\\mathrm{").replace("\\!", "").replace("\\,", "").strip()
-    ans = re.sub(r"\\mathrm\{\s*(?:cm|m|mm|km|units?|degrees?)\s*\}", "", ans)
-    ans = _LHS.sub("", ans)
-    for _ in range(2):
-        ans = _UNIT.sub("", ans).strip()
-    return ans
-
-
-def math_equal(pred: str, ref: str) -> bool:
-    """math-verify equivalence of two answers (its own signal timeouts off: we bound time outside)."""
-    import math_verify.grader
-    import math_verify.parser
-    from math_verify import parse, verify
-
-    # its timeouts use signal.alarm (main thread only); ours are enforced by the worker pool
-    math_verify.parser.TIMEOUT_WARNING_SHOWN = math_verify.grader.TIMEOUT_WARNING_SHOWN = True
-
-    gold = parse(f"${_clean_math(ref)}$", parsing_timeout=None)
-    guess = parse(f"${_clean_math(pred)}$", parsing_timeout=None)
-    if not gold or not guess:
-        return False
-    return bool(verify(gold, guess, timeout_seconds=None))
-
-
 @register_verifier("math", "symbolic/numeric equivalence with math-verify (units, degrees, x = tolerated)")
 def math_answer(completion: str, sample) -> Verdict:
-    """1 when the final answer equals the reference expression (1/2 = 0.5 = \\frac{1}{2})."""
+    """1 when the final answer equals the reference expression (1/2 = 0.5 = \\frac{1}{2}).
+
+    Towers, huge exponents and deep nesting score 0 before sympy sees them (see `symbolic`).
+    """
+    ref = sample.reference
+    if isinstance(ref, float) and not math.isfinite(ref) or str(ref).strip().lower() == "nan":
+        raise BadReference(f"math reference {ref!r} is not a number")
+    parse_reference(str(ref))  # a bad reference is named whatever the completion
     ans, failed = final_answer(completion)
     if failed:
         return failed
-    if len(ans) > MAX_MATH_CHARS:
-        return Verdict(0.0, f"answer of {len(ans)} characters is too long to be an answer")
-    ok = math_equal(ans, str(sample.reference))
-    return Verdict(float(ok), "equivalent" if ok else f"{ans[:60]!r} is not {sample.reference!r}")
+    ok, why = math_equal(ans, str(sample.reference))
+    return Verdict(float(ok), "equivalent" if ok else why)
 
 
-math_answer.warmup = lambda: math_equal("1/2", "0.5")
+math_answer.warmup = warm_parser  # imports and parser caches, outside the time bound
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,15 +105,20 @@ def parse_choice(ans: str, options: list[str] | None = None, letters: str = "ABC
 @register_verifier("choice", "option letter (B, (B), 'The answer is B' or the option's text); two letters score 0")
 def choice(completion: str, sample) -> Verdict:
     """1 when exactly one option is chosen and it is the reference letter."""
+    ref = str(sample.reference).strip().strip("()").upper()
+    if len(ref) != 1 or not "A" <= ref <= "Z":
+        raise BadReference(f"choice reference {str(sample.reference)[:40]!r} is not one option letter")
     ans, failed = final_answer(completion)
     if failed:
         return failed
     meta = getattr(sample, "meta", None) or {}
-    picked = parse_choice(ans[:2000], meta.get("options"))
+    options = meta.get("options")
+    if options is not None and not isinstance(options, (list, tuple)):
+        raise BadReference(f"meta.options {str(options)[:40]!r} is not a list")
+    picked = parse_choice(ans[:2000], options)
     if len(picked) != 1:
         return Verdict(0.0, f"{len(picked)} options chosen" if picked else f"no option in {ans[:40]!r}")
     (letter,) = picked
-    ref = str(sample.reference).strip().strip("()").upper()
     return Verdict(float(letter == ref), f"chose {letter}, reference {ref}")
 
 
@@ -151,16 +137,27 @@ def parse_number(text: str) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
+def _number_reference(sample) -> tuple[float, float]:
+    """(reference, rel_tol), both finite, tol >= 0; else BadReference (inf would accept anything)."""
+    raw = sample.reference
+    text = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else str(raw).replace(",", "").rstrip("%")
+    (ref,) = finite_reference([text], 1, "number reference")
+    tol = (getattr(sample, "meta", None) or {}).get("rel_tol", 0.05)
+    (tol,) = finite_reference([tol], 1, "meta.rel_tol")
+    if tol < 0:
+        raise BadReference(f"meta.rel_tol {tol} is negative")
+    return ref, tol
+
+
 @register_verifier("number", "number within relative tolerance meta.rel_tol (default 0.05)")
 def number(completion: str, sample) -> Verdict:
     """1 when |pred - ref| <= rel_tol * |ref| (exact when ref is 0)."""
+    ref, tol = _number_reference(sample)
     ans, failed = final_answer(completion)
     if failed:
         return failed
     pred = parse_number(ans[:200])
     if pred is None:
         return Verdict(0.0, f"no single number in {ans[:40]!r}")
-    ref = float(str(sample.reference).replace(",", "").rstrip("%"))
-    tol = float((getattr(sample, "meta", None) or {}).get("rel_tol", 0.05))
     ok = abs(pred - ref) <= tol * abs(ref) if ref != 0 else pred == 0
     return Verdict(float(ok), f"{pred:g} vs {ref:g} (rel_tol {tol})")

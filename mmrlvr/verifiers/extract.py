@@ -9,40 +9,51 @@ from __future__ import annotations
 import re
 
 MAX_CHARS = 20_000  # completions longer than this are judged by their tail only
+ANSWER_IS_CHARS = 2_000  # an "answer is ..." phrase is looked for in this tail only
 
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_ANSWER_IS = re.compile(r"answer\s*(?:is|:)\s*:?\s*(.+?)\s*(?:\.\s*)?$", re.I | re.S)
+# Every pattern here is linear in the text: literal tags found with str-speed scans, no nested or
+# unbounded-overlapping quantifiers (a lazy `<answer>(.*?)</answer>` is quadratic on unclosed tags).
+_OPEN, _CLOSE = re.compile(r"<answer>", re.I), re.compile(r"</answer>", re.I)
+_ANSWER_IS = re.compile(r"answer[ \t]{0,8}(?:is|:)", re.I)
+_BOXED = re.compile(r"\\boxed *\{")
+_BRACE = re.compile(r"[{}]")
 
 
 class Hedged(ValueError):
     """The completion gives more than one different final answer."""
 
 
-def boxed_contents(text: str) -> list[str]:
-    """Contents of every `\\boxed{...}` with balanced braces (no regex: braces nest)."""
-    out, i = [], 0
-    while True:
-        j = text.find("\\boxed", i)
-        if j < 0:
-            return out
-        k = j + len("\\boxed")
-        while k < len(text) and text[k] == " ":
-            k += 1
-        if k >= len(text) or text[k] != "{":
-            i = k
+def tag_contents(text: str) -> list[str]:
+    """Contents of every `<answer>...</answer>` (case-insensitive), as a lazy regex would pair them:
+    from each opening tag to the first closing tag after it. One pass over the text."""
+    closes = [m.span() for m in _CLOSE.finditer(text)]
+    out, pos, c = [], 0, 0
+    for m in _OPEN.finditer(text):
+        if m.start() < pos:
             continue
-        depth, start = 0, k + 1
-        for m in range(k, len(text)):
-            if text[m] == "{":
-                depth += 1
-            elif text[m] == "}":
-                depth -= 1
-                if depth == 0:
-                    out.append(text[start:m])
-                    break
+        while c < len(closes) and closes[c][0] < m.end():
+            c += 1
+        if c == len(closes):
+            break
+        out.append(text[m.end() : closes[c][0]])
+        pos = closes[c][1]
+    return out
+
+
+def boxed_contents(text: str) -> list[str]:
+    """Contents of every `\\boxed{...}` with balanced braces (braces nest, so no single regex)."""
+    out, pos = [], 0
+    while (m := _BOXED.search(text, pos)) is not None:
+        depth = 0
+        for b in _BRACE.finditer(text, m.end() - 1):
+            depth += 1 if b.group() == "{" else -1
+            if depth == 0:
+                out.append(text[m.end() : b.start()])
+                pos = b.end()
+                break
         else:
-            return out
-        i = m + 1
+            return out  # unclosed: no later box can close either
+    return out
 
 
 def _norm(ans: str) -> str:
@@ -56,10 +67,21 @@ def _one(candidates: list[str]) -> str:
     return candidates[-1].strip()
 
 
+def _answer_phrase(text: str) -> str | None:
+    """What follows the first "answer is" / "answer:" in the tail, without a final full stop."""
+    m = _ANSWER_IS.search(text)
+    if m is None:
+        return None
+    rest = text[m.end() :].strip()
+    rest = rest[1:].strip() if rest.startswith(":") else rest
+    rest = rest[:-1].rstrip() if rest.endswith(".") else rest
+    return rest or None
+
+
 def extract_answer(text: str) -> str | None:
     """The final answer of a completion, or None; raises Hedged on two different answers."""
     text = text[-MAX_CHARS:]
-    tags = _ANSWER_TAG.findall(text)
+    tags = tag_contents(text)
     if tags:
         inner = _one(tags)
         boxes = boxed_contents(inner)
@@ -67,10 +89,7 @@ def extract_answer(text: str) -> str | None:
     boxes = boxed_contents(text)
     if boxes:
         return _one(boxes)
-    m = _ANSWER_IS.search(text[-2000:])
-    if m:
-        return m.group(1).strip()
-    return None
+    return _answer_phrase(text[-ANSWER_IS_CHARS:])
 
 
 def final_answer(completion: str, fallback_to_text: bool = False, parts: dict | None = None):

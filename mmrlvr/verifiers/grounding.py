@@ -7,14 +7,25 @@ import math
 import re
 
 from mmrlvr.types import Verdict
-from mmrlvr.verifiers.base import register_verifier
+from mmrlvr.verifiers.base import BadReference, finite_reference, register_verifier
 from mmrlvr.verifiers.extract import final_answer
 from mmrlvr.verifiers.geometry import giou, iou
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf"
-_PAIR_BOX = re.compile(rf"\(\s*({_NUM})\s*,\s*({_NUM})\s*\)\s*,?\s*\(\s*({_NUM})\s*,\s*({_NUM})\s*\)", re.I)
-_LIST_BOX = re.compile(rf"\[\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*,\s*({_NUM})\s*\]", re.I)
+# Linear by construction: one way to match each number (`\d+\.?\d*` could split a digit run
+# anywhere: cubic on "[" + 1,000 digits), bounded runs of digits and blanks, no nested alternation.
+_NUM = r"[-+]?(?:\d{1,40}(?:\.\d{0,40})?|\.\d{1,40})(?:[eE][-+]?\d{1,4})?|nan|inf"
+_S = r"\s{0,8}"
+_PAIR_BOX = re.compile(rf"\({_S}({_NUM}){_S},{_S}({_NUM}){_S}\){_S},?{_S}\({_S}({_NUM}){_S},{_S}({_NUM}){_S}\)", re.I)
+_LIST_BOX = re.compile(rf"\[{_S}({_NUM}){_S},{_S}({_NUM}){_S},{_S}({_NUM}){_S},{_S}({_NUM}){_S}\]", re.I)
 MAX_TEXT = 20_000
+BOX_FORMATS = ("absolute", "norm1000", "norm1")
+
+
+def _float(v) -> float:
+    try:
+        return float(v)
+    except OverflowError:  # a 400-digit JSON integer: unusable, not an error
+        return math.inf if v > 0 else -math.inf
 
 
 def _from_json(obj) -> list[list[float]] | None:
@@ -25,7 +36,7 @@ def _from_json(obj) -> list[list[float]] | None:
         return None
     if isinstance(obj, list):
         if len(obj) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in obj):
-            return [[float(v) for v in obj]]
+            return [[_float(v) for v in obj]]
         out = []
         for item in obj:
             boxes = _from_json(item)
@@ -43,7 +54,7 @@ def parse_boxes(text: str) -> list[list[float]]:
     `<|box_start|>(x1,y1),(x2,y2)<|box_end|>` and plain `(x1, y1), (x2, y2)`.
     """
     text = text[-MAX_TEXT:]
-    stripped = re.sub(r"^```(?:json)?|```$", "", text.strip()).strip()
+    stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
     try:
         boxes = _from_json(json.loads(stripped))
         if boxes is not None:
@@ -54,6 +65,36 @@ def parse_boxes(text: str) -> list[list[float]]:
     found = [(m.start(), [float(x) for x in m.groups()]) for m in _PAIR_BOX.finditer(text)]
     found += [(m.start(), [float(x) for x in m.groups()]) for m in _LIST_BOX.finditer(text)]
     return [b for _, b in sorted(found)]
+
+
+def checked_meta(sample) -> dict:
+    """The sample's meta with image_size, input_size, box_format and thresholds checked.
+
+    Raises BadReference: a NaN size or threshold would make every box pass (or none)."""
+    meta = dict(getattr(sample, "meta", None) or {})
+    for key in ("image_size", "input_size"):
+        if meta.get(key) is not None:
+            w, h = finite_reference(meta[key], 2, f"meta.{key}")
+            if w <= 0 or h <= 0:
+                raise BadReference(f"meta.{key} {[w, h]} is not positive")
+    if meta.get("box_format", "absolute") not in BOX_FORMATS:
+        raise BadReference(f"meta.box_format {meta['box_format']!r} unknown; known: {', '.join(BOX_FORMATS)}")
+    if meta.get("box_format") in ("norm1000", "norm1") and not meta.get("image_size"):
+        raise BadReference(f"meta.box_format {meta['box_format']} needs meta.image_size")
+    for key in ("threshold", "iou_threshold"):
+        if meta.get(key) is not None:
+            (t,) = finite_reference([meta[key]], 1, f"meta.{key}")
+            if not 0.0 <= t <= 1.0:
+                raise BadReference(f"meta.{key} {t} is not in [0, 1]")
+    return meta
+
+
+def reference_box(box, what: str = "reference box") -> list[float]:
+    """A reference box as 4 finite floats with x2 > x1 and y2 > y1, else BadReference."""
+    b = finite_reference(box if isinstance(box, (list, tuple)) else [box], 4, what)
+    if b[2] <= b[0] or b[3] <= b[1]:
+        raise BadReference(f"{what} {b} has no area (x2 <= x1 or y2 <= y1)")
+    return b
 
 
 def to_image_frame(box: list[float], meta: dict) -> list[float]:
@@ -67,10 +108,10 @@ def to_image_frame(box: list[float], meta: dict) -> list[float]:
         return list(box)
     if fmt in ("norm1000", "norm1"):
         if not w:
-            raise ValueError(f"box_format {fmt} needs meta.image_size")
+            raise BadReference(f"box_format {fmt} needs meta.image_size")
         scale = 1000.0 if fmt == "norm1000" else 1.0
         return [box[0] / scale * w, box[1] / scale * h, box[2] / scale * w, box[3] / scale * h]
-    raise ValueError(f"unknown box_format {fmt!r}; known: absolute, norm1000, norm1")
+    raise BadReference(f"unknown box_format {fmt!r}; known: {', '.join(BOX_FORMATS)}")
 
 
 def check_box(box: list[float], meta: dict) -> str | None:
@@ -100,7 +141,8 @@ def _score(pred: list[float], ref: list[float], meta: dict) -> tuple[float, floa
 @register_verifier("iou", "IoU of one predicted box with the reference box (pixels of the original image)")
 def iou_verifier(completion: str, sample) -> Verdict:
     """Score = IoU (or (GIoU+1)/2, or IoU >= threshold); more than one box scores 0."""
-    meta = dict(getattr(sample, "meta", None) or {})
+    meta = checked_meta(sample)
+    ref = reference_box(sample.reference)
     text, failed = final_answer(completion, fallback_to_text=True)
     if failed:
         return failed
@@ -113,7 +155,6 @@ def iou_verifier(completion: str, sample) -> Verdict:
     bad = check_box(box, meta)
     if bad:
         return Verdict(0.0, bad, {"iou": 0.0})
-    ref = [float(v) for v in sample.reference]
     score, value = _score(box, ref, meta)
     return Verdict(score, f"IoU {value:.3f}", {"iou": value})
 
@@ -124,8 +165,10 @@ def boxes_verifier(completion: str, sample) -> Verdict:
     import numpy as np
     from scipy.optimize import linear_sum_assignment
 
-    meta = dict(getattr(sample, "meta", None) or {})
-    refs = [[float(v) for v in b] for b in sample.reference]
+    meta = checked_meta(sample)
+    if not isinstance(sample.reference, (list, tuple)):
+        raise BadReference(f"boxes reference {str(sample.reference)[:40]!r} is not a list of boxes")
+    refs = [reference_box(b, f"reference box {i}") for i, b in enumerate(sample.reference)]
     text, failed = final_answer(completion, fallback_to_text=True)
     if failed:
         return failed
@@ -149,3 +192,11 @@ def boxes_verifier(completion: str, sample) -> Verdict:
     score = mean_iou if meta.get("metric") == "mean_iou" else f1
     return Verdict(score, f"{tp} of {len(refs)} matched, {len(mapped)} predicted",
                    {"precision": precision, "recall": recall, "mean_iou": mean_iou})
+
+
+def _import_matching() -> None:
+    import numpy  # noqa: F401
+    from scipy.optimize import linear_sum_assignment  # noqa: F401
+
+
+boxes_verifier.warmup = _import_matching  # a 1-3 s import, outside the time bound

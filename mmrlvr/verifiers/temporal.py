@@ -6,11 +6,11 @@ import math
 import re
 
 from mmrlvr.types import Verdict
-from mmrlvr.verifiers.base import register_verifier
+from mmrlvr.verifiers.base import BadReference, finite_reference, register_verifier
 from mmrlvr.verifiers.extract import MAX_CHARS, final_answer
 from mmrlvr.verifiers.geometry import kendall_tau, segment_iou
 
-_SPLIT = re.compile(r"\s*(?:,|->|→|=>|>|;|\bthen\b|\s)\s*", re.I)
+_SPLIT = re.compile(r"\s*(?:,|->|→|=>|>|;|\bthen\b)\s*|\s+", re.I)  # no `\s*` around `\s`: linear
 
 
 def parse_order(text: str) -> list[str]:
@@ -22,7 +22,11 @@ def parse_order(text: str) -> list[str]:
 @register_verifier("order", "ordering of labels: exact, or (Kendall tau + 1) / 2 (default)")
 def order(completion: str, sample) -> Verdict:
     """A missing, unknown or repeated label scores 0."""
+    if not isinstance(sample.reference, (list, tuple)) or not sample.reference:
+        raise BadReference(f"order reference {str(sample.reference)[:40]!r} is not a list of labels")
     ref = [str(x) for x in sample.reference]
+    if len({x.casefold() for x in ref}) != len(ref):
+        raise BadReference(f"order reference {ref[:8]} repeats a label")
     ans, failed = final_answer(completion)
     if failed and ans is None and "hedged" in failed.reason:
         return failed
@@ -44,8 +48,10 @@ def order(completion: str, sample) -> Verdict:
     return Verdict((tau + 1.0) / 2.0, f"Kendall tau {tau:.3f}", {"exact": exact, "tau": tau})
 
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)"
-_SEGMENT = re.compile(rf"({_NUM})\s*(?:s|sec|seconds)?\s*(?:,|-|–|to|until)\s*({_NUM})", re.I)
+# one way to match each number, bounded digit and blank runs: linear on digit and space runs
+_NUM = r"[-+]?(?:\d{1,40}(?:\.\d{0,40})?|\.\d{1,40})"
+_S = r"\s{0,8}"
+_SEGMENT = re.compile(rf"({_NUM}){_S}(?:s|sec|seconds)?{_S}(?:,|-|–|to|until){_S}({_NUM})", re.I)
 
 
 def parse_segment(text: str) -> tuple[float, float] | None:
@@ -60,6 +66,9 @@ def parse_segment(text: str) -> tuple[float, float] | None:
 @register_verifier("tiou", "temporal IoU of a [start, end] segment in seconds")
 def tiou(completion: str, sample) -> Verdict:
     """Score = temporal IoU; an end before its start scores 0."""
+    ref = finite_reference(sample.reference if isinstance(sample.reference, (list, tuple)) else [sample.reference], 2, "tiou reference")
+    if ref[1] <= ref[0]:
+        raise BadReference(f"tiou reference {ref} ends before it starts")
     ans, failed = final_answer(completion, fallback_to_text=True)
     if failed:
         return failed
@@ -68,6 +77,5 @@ def tiou(completion: str, sample) -> Verdict:
         return Verdict(0.0, "no single [start, end] segment")
     if seg[1] <= seg[0]:
         return Verdict(0.0, "segment ends before it starts")
-    ref = [float(x) for x in sample.reference]
     value = segment_iou(seg, ref)
     return Verdict(value, f"tIoU {value:.3f}", {"tiou": value})
