@@ -31,6 +31,34 @@ def _on_alarm(signum, frame):
     raise VerifierTimeout()
 
 
+def _watch_parent(parent_pid: int, pdeathsig: bool) -> None:
+    """Worker initializer: exit when the trainer dies, even by SIGKILL (no cleanup runs then).
+
+    Linux: the kernel sends SIGKILL when the parent goes (prctl PR_SET_PDEATHSIG), which also stops
+    a worker stuck in C code; only when spawned from the main thread, because the signal follows
+    the spawning *thread*. Elsewhere, and as a fallback, a thread polls the parent pid each second.
+    """
+    import ctypes
+    import os
+    import sys
+    import threading
+
+    if pdeathsig and sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the line above
+        os._exit(1)
+
+    def poll() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=poll, daemon=True, name="mmrlvr-watch-parent").start()
+
+
 def _run_chunk(spec: str, items: list, timeout: float) -> list[Verdict]:
     """Worker side: score items one by one, each under its own alarm."""
     fn = _FNS.get(spec)
@@ -91,7 +119,12 @@ class VerifierPool:
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            import os
+            import threading
+
+            on_main = threading.current_thread() is threading.main_thread()  # workers spawn from here
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                             initializer=_watch_parent, initargs=(os.getpid(), on_main))
         return self._pool
 
     def _kill(self) -> None:
