@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mmrlvr.config import ConfigError
+
 
 def _rng_state() -> dict:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
@@ -40,7 +42,9 @@ def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer,
     if scheduler is not None:
         blob["scheduler"] = scheduler.state_dict()
     torch.save(blob, tmp / "trainer_state.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
+    # sizes of every file, written last: a checkpoint whose files do not match is known to be broken
+    files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+    (tmp / "state.json").write_text(json.dumps({"step": step, **state, "files": files}, indent=1))
     final = root / f"step_{step}"
     if final.exists():
         shutil.rmtree(final)
@@ -58,9 +62,67 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    ckpts = list_checkpoints(run_dir)
-    return ckpts[-1] if ckpts else None
+class CheckpointError(ConfigError):
+    """No checkpoint in a run directory can be resumed from (the CLI prints it as one line)."""
+
+
+def checkpoint_problem(ckpt: Path) -> str | None:
+    """Why a checkpoint cannot be resumed from (truncated, empty or missing files), else None."""
+    try:
+        state = json.loads((ckpt / "state.json").read_text())
+        step = state["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "state.json is missing, empty or not JSON"
+    if not isinstance(step, int):
+        return "state.json has no step"
+    files = state.get("files")
+    if files is None:  # written before sizes were recorded: the files must at least be there
+        files = {"trainer_state.pt": None}
+        weights = [f for f in ckpt.iterdir() if f.suffix == ".safetensors" or f.name.endswith(".bin")]
+        if not weights:
+            return "no model weights"
+        files.update({f.name: None for f in weights})
+    for name, size in files.items():
+        path = ckpt / name
+        if not path.is_file():
+            return f"{name} is missing"
+        actual = path.stat().st_size
+        if (size is None and actual == 0) or (size is not None and actual != size):
+            return f"{name} is {actual} bytes" + ("" if size is None else f", {size} when saved")
+    return None
+
+
+def latest_checkpoint(run_dir: str | Path, warn=None) -> Path | None:
+    """The newest intact checkpoint; each broken newer one is named through `warn`.
+
+    Raises CheckpointError when checkpoints exist but none is intact (resuming from nothing would
+    silently start over in a directory that holds a run).
+    """
+    import sys
+
+    warn = warn or (lambda msg: print(f"mmrlvr: warning: {msg}", file=sys.stderr))
+    broken = []
+    for ckpt in reversed(list_checkpoints(run_dir)):
+        why = checkpoint_problem(ckpt)
+        if why is None:
+            for bad, bad_why in broken:
+                warn(f"checkpoint {bad} is corrupt ({bad_why}); resuming from {ckpt.name}")
+            return ckpt
+        broken.append((ckpt, why))
+    if broken:
+        names = "; ".join(f"{c.name}: {w}" for c, w in broken)
+        raise CheckpointError(f"no intact checkpoint in {Path(run_dir) / 'checkpoints'} ({names}); "
+                              "delete them or set train.resume=false to start over")
+    return None
+
+
+def remove_partial_saves(run_dir: str | Path) -> list[Path]:
+    """Delete the temporary directories of saves a kill interrupted (checkpoints/.tmp-*, .warm-*)."""
+    root = Path(run_dir)
+    partial = [*root.glob("checkpoints/.tmp-*"), *root.glob(".warm-*")]
+    for path in partial:
+        shutil.rmtree(path, ignore_errors=True)
+    return partial
 
 
 def load_trainer_state(ckpt: Path, optimizer, scheduler=None) -> dict:

@@ -17,7 +17,7 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import Config, save_config
 from mmrlvr.models.load import load_policy
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, load_trainer_state, save_checkpoint
+from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
@@ -39,6 +39,7 @@ def train(cfg: Config) -> dict:
     if not cfg.train.resume:
         clear_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    remove_partial_saves(run_dir)  # a kill during a save leaves .tmp-* directories
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
     eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     # the resolved config: preset fields and defaults written out, so the file reruns this run
@@ -80,8 +81,8 @@ def train(cfg: Config) -> dict:
     state = {"step": 0, "data_pos": 0, "eval_before": None, "warm_start": warm}
     if ckpt is not None:
         state = load_trainer_state(ckpt, optimizer, scheduler)
-        log.truncate_after(state["step"])
         progress.note(f"resumed from {ckpt} (step {state['step']})")
+    log.truncate_after(state["step"] if ckpt is not None else None)  # lines of a killed run are redone
     if state["eval_before"] is None:
         before = run_eval()
         state["eval_before"] = {k: v for k, v in before.items() if k != "examples"}

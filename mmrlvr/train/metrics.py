@@ -16,15 +16,30 @@ class MetricsWriter:
         if enabled:
             self._jsonl = open(self.run_dir / "metrics.jsonl", "a", buffering=1)
 
-    def truncate_after(self, step: int) -> None:
-        """On resume: drop lines a killed run wrote after its last checkpoint (they are redone)."""
+    def truncate_after(self, step: int | None) -> None:
+        """On resume: keep what the checkpoint at `step` had seen, drop what a killed run wrote after.
+
+        Kept: the first line of each step up to `step` (the step's own metrics; a second line for
+        the last step is the final evaluation, which the resumed run writes again). `step=None`
+        (no checkpoint: the run starts over) keeps nothing. A line cut by the kill is dropped.
+        """
         if not self.enabled:
             return
         self._jsonl.close()
         path = self.run_dir / "metrics.jsonl"
-        kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-        path.write_text("".join(line + "\n" for line in kept))
-        self._jsonl = open(path, "a", buffering=1)
+        kept, seen = [], set()
+        for line in path.read_text(encoding="utf-8", errors="replace").split("\n") if step is not None else []:
+            try:
+                s = json.loads(line).get("step")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(s, int) and s <= step and s not in seen:
+                seen.add(s)
+                kept.append(line)
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        tmp.replace(path)  # atomic: a kill now leaves the old file or the new one
+        self._jsonl = open(path, "a", buffering=1, encoding="utf-8")
 
     def log(self, step: int, metrics: dict) -> None:
         if not self.enabled:

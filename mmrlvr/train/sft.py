@@ -53,4 +53,7 @@ def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: floa
         losses.append(loss.item())
         if progress is not None:
             progress(step + 1, losses[-1])
+    # the last batch's gradients would otherwise ride into the first RL optimizer step (and make a
+    # run restarted from the saved warm start differ from one that never stopped)
+    model.zero_grad(set_to_none=True)
     return losses

@@ -130,6 +130,28 @@ def _bad_reference(rng, verifier, good_ref):
     return rng.choice(BAD_REFERENCES), meta
 
 
+READS_META = {"number": ("rel_tol",), "iou": ("image_size", "threshold"), "boxes": ("image_size", "iou_threshold")}
+
+
+def has_nonfinite(x) -> bool:
+    """True when `x` (a reference, or nested lists/dicts of them) holds NaN or an infinity."""
+    if isinstance(x, float):
+        return x != x or x in (float("inf"), -float("inf"))
+    if isinstance(x, str):
+        return x.strip().lower() in ("nan", "inf", "-inf", "infinity")
+    if isinstance(x, dict):
+        return any(has_nonfinite(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return any(has_nonfinite(v) for v in x)
+    return False
+
+
+def nonfinite_reference(case: FuzzCase) -> bool:
+    """The case's reference, or a meta field its verifier reads, is non-finite: it must score 0."""
+    meta = [case.sample.meta.get(k) for k in READS_META.get(case.verifier, ())]
+    return has_nonfinite(case.sample.reference) or has_nonfinite(meta)
+
+
 FAMILIES = {"control": _control, "huge": _huge, "tags": _tags, "digits": _digits, "numbers": _numbers, "math": _math,
             "boxes": _boxes, "random": _random}
 
