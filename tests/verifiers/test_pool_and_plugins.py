@@ -28,7 +28,8 @@ PLUGIN = textwrap.dedent('''
 
     def deaf(completion, sample):
         import signal
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})  # the in-worker alarm cannot fire
+        signal.signal(signal.SIGALRM, signal.SIG_IGN)  # the in-worker alarm cannot fire (a mask would
+        # not do: the worker's parent-watch thread would take the signal for the main thread)
         while True:
             time.sleep(0.05)
 
