@@ -24,6 +24,7 @@ MAX_DEPTH = 12  # brackets nested deeper than this are not an answer (a 60-deep 
 MAX_EXPONENT = 1000  # larger integer exponents or factorials are refused: sympy would evaluate them
 MAX_DIGITS = 40  # longer digit runs are not answers; sympy multiplies them out at full precision
 MAX_ITEMS = 20  # commas: a tuple or list answer longer than this is not an answer
+MAX_OPERATORS = 60  # x+x+...+x (300 terms) takes the LaTeX parser seconds
 MAX_NODES = 2000  # parsed expressions larger than this are refused before verify
 TIMEOUT_S = 1  # math-verify's own time-outs, seconds (it takes an integer)
 
@@ -36,6 +37,7 @@ _LATEX_WRAP = re.compile(r"^\s{0,8}\${1,2}|\${1,2}\s{0,8}$|^\\\(|\\\)$|^\\\[|\\\
 _BRACKET = re.compile(r"[{}()\[\]]")
 _POWER = re.compile(r"\^|\*\*")
 _INT = re.compile(r"\d+")
+_OPERATOR = re.compile(r"[-+*/=<>]|\\(?:cdot|times|div|pm)")
 _SCIENTIFIC = re.compile(r"\d[eE][-+]?(\d+)")
 _BIG_OPERATOR = re.compile(r"\\(?:[dt]?binom|prod|sum|int)\b")
 _FACTORIAL = re.compile(r"(\d+|[)}])\s*!")
@@ -126,6 +128,8 @@ def refuse_math(text: str) -> str | None:
         return f"a number of more than {MAX_DIGITS} digits"
     if any(len(e) > 3 for e in _SCIENTIFIC.findall(text)):
         return "a number out of range (exponent over 999)"
+    if len(_OPERATOR.findall(text)) > MAX_OPERATORS:
+        return f"more than {MAX_OPERATORS} operators"
     if text.count(",") > MAX_ITEMS:
         return f"more than {MAX_ITEMS} commas"
     for m in _FACTORIAL.finditer(text):

@@ -49,7 +49,7 @@ def test_a_bad_reference_scores_zero_and_says_so(name, completion, ref, meta):
     ("9^{9^{9}}", "exponent over 1000"), ("2^{2^{2^{2^{2^{2}}}}}", "exponent over 1000"), ("x 9**9**9", "tower"),
     ("9^9^9", "tower"), ("x^{x^{x^{x}}}", "tower"), ("\\frac{1}{" * 60 + "2" + "}" * 60, "nested 60 deep"),
     ("(x+1)^{100000}", "exponent over 1000"), ("1000000!", "factorial"), ("\\binom{10^{9}}{10^{8}}", "huge range"),
-    ("1" * 41, "more than 40 digits"), ("-1e999999", "out of range"),
+    ("1" * 41, "more than 40 digits"), ("-1e999999", "out of range"), ("+".join(["x"] * 300), "operators"),
 ])
 def test_sympy_is_never_handed_a_tower_or_a_huge_power(text, why):
     assert why in refuse_math(text)
