@@ -126,25 +126,27 @@ def tokens_html(records: dict | Sequence[dict], top: float | None = None) -> str
 
 
 def plot_token_roles(records: dict | Sequence[dict], top: float | None = None, width: float = 9.0,
-                     chars_per_line: int = 80, title: str | None = None):
-    """Figure for reports: each completion's tokens as coloured boxes, wrapped into lines."""
+                     chars_per_line: int = 80, title: str | None = None, show_weights: bool = True):
+    """Figure for reports: each completion's tokens as coloured boxes, wrapped into lines, with
+    each token's weight written under it (`show_weights`)."""
     from matplotlib.patches import Patch, Rectangle
 
     from mmrlvr.viz.figure import new_figure
 
     records = [records] if isinstance(records, dict) else list(records)
     top = top if top is not None else _top_weight(records)
-    layout, headers, y = [], [], 0.0  # tokens as (record, line, column, token index)
+    min_cols, line = (4, 1.6) if show_weights else (1, 1.0)
+    layout, headers, y = [], [], 0.0  # tokens as (record, line, column, token index, width)
     for i, rec in enumerate(records):
         headers.append(y)
         y, col = y + 1, 0
         for k, tok in enumerate(rec["tokens"]):
-            n = max(len(display_token(tok)), 1)
+            n = max(len(display_token(tok)), min_cols)
             if col and col + n > chars_per_line:
-                y, col = y + 1, 0
-            layout.append((i, y, col, k))
+                y, col = y + line, 0
+            layout.append((i, y, col, k, n))
             col += n
-        y += 1.5
+        y += line + 0.5
     fig, axes = new_figure(1, 1, width=width, height=0.9 + 0.24 * y)
     ax = axes[0][0]
     ax.set_xlim(0, chars_per_line)
@@ -152,13 +154,13 @@ def plot_token_roles(records: dict | Sequence[dict], top: float | None = None, w
     ax.axis("off")
     for rec, hy in zip(records, headers):
         ax.text(0, hy + 0.5, _header(rec), fontsize=7, color="#444", va="center")
-    for i, ly, col, k in layout:
+    for i, ly, col, k, n in layout:
         rec = records[i]
-        text = display_token(rec["tokens"][k])
-        n = max(len(text), 1)
         color = [c / 255 for c in token_color(rec["labels"][k], rec["weights"][k], top)]
         ax.add_patch(Rectangle((col, ly), n, 0.9, facecolor=color, edgecolor="white", linewidth=0.5))
-        ax.text(col + 0.1, ly + 0.45, text, fontsize=7, family="monospace", va="center")
+        ax.text(col + 0.1, ly + 0.45, display_token(rec["tokens"][k]), fontsize=7, family="monospace", va="center")
+        if show_weights:
+            ax.text(col + 0.1, ly + 1.2, f"{float(rec['weights'][k]):.2f}", fontsize=5, color="#555", va="center")
     handles = [Patch(color=[c / 255 for c in ROLE_COLORS[r]], label=r) for r in ROLES]
     ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=4, fontsize=7, frameon=False)
     if title:

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-EXPECTED = {"quickstart", "attention_and_grounding", "custom_verifier", "video_temporal"}
+EXPECTED = {"quickstart", "attention_and_grounding", "token_roles", "custom_verifier", "video_temporal"}
 
 
 def test_all_notebooks_are_present_and_committed_without_outputs():

@@ -82,3 +82,12 @@ def test_role_summary_by_hand():
     # 8 tokens: perception 1 + 4 = 5 (weights 2 + 8 = 10 -> mean 2), reasoning 1, both 1, other 1
     assert s["perception"] == {"share": 5 / 8, "mean_weight": 2.0}
     assert s["other"] == {"share": 1 / 8, "mean_weight": 0.5}
+
+
+def test_png_writes_each_weight_under_its_token():
+    fig = plot_token_roles(_record())  # weights 0.5, 2.0, 1.0, 0.5
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert [t for t in texts if t in ("0.50", "2.00", "1.00")] == ["0.50", "2.00", "1.00", "0.50"]
+    assert " 3" in texts and "\u21b5" in texts  # byte-level space and newline made visible
+    fig = plot_token_roles(_record(), show_weights=False)
+    assert "2.00" not in [t.get_text() for t in fig.axes[0].texts]
