@@ -1,19 +1,44 @@
-"""Task definitions: each module builds samples (messages + media + reference + verifier name)."""
+"""Task definitions: each module builds samples (messages + media references + reference + verifier).
+
+Installed as `mmrlvr.tasks` (setup.py package_dir). A task is one module with
+`build(split, size, seed, **args) -> sequence of Sample`; adding a task is adding one file.
+"""
 
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 
 from mmrlvr.types import Sample
 
 
-def load_task(name: str, split: str, size: int, seed: int, **args) -> list[Sample]:
-    """Build `size` samples of task `name` ("counting" or "package.module") for a split."""
+def task_module(name: str):
+    """The module of task `name` ("counting" -> mmrlvr.tasks.counting, or "package.module")."""
     module_name = name if "." in name else f"mmrlvr.tasks.{name}"
     try:
-        module = importlib.import_module(module_name)
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
         raise KeyError(f"unknown task {name!r}: no module {module_name}") from None
-    return module.build(split=split, size=size, seed=seed, **args)
+
+
+def load_task(name: str, split: str, size: int, seed: int, **args) -> list[Sample]:
+    """Build `size` samples of task `name` ("counting" or "package.module") for a split."""
+    return task_module(name).build(split=split, size=size, seed=seed, **args)
+
+
+def model_type_of(path: str) -> str | None:
+    """`config.model_type` of a model path ("tiny", a local directory or a hub name), or None."""
+    if path == "tiny":
+        return "qwen2_5_vl"  # the embedded default is a tiny Qwen2.5-VL
+    config = Path(path).expanduser() / "config.json"
+    if config.is_file():
+        return json.loads(config.read_text()).get("model_type")
+    try:  # a hub name: the config is small and usually cached next to the weights
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(path).model_type
+    except Exception:  # noqa: BLE001 - offline or unknown: the task's default convention applies
+        return None

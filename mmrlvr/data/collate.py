@@ -39,6 +39,8 @@ def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
     if videos:
         kwargs.update(video_inputs(processor, samples))
     inputs = dict(processor(**kwargs))
+    if images:
+        record_image_sizes(processor, samples, images, inputs.get("image_grid_thw"))
     inputs["_n_images"] = [len(s.images) for s in samples]
     inputs["_n_videos"] = [len(s.videos) for s in samples]
     return inputs
@@ -69,6 +71,24 @@ def video_inputs(processor, samples: Sequence[Sample]) -> dict:
         decoded += fit_total_pixels(one, lim.get("total_pixels"))
     return {"videos": [f for f, _ in decoded], "video_metadata": [processor_metadata(m) for _, m in decoded],
             "do_sample_frames": False}
+
+
+def record_image_sizes(processor, samples: Sequence[Sample], images: list, grid_thw) -> None:
+    """Fill `meta["image_size"]` and `meta["input_size"]` (width, height) for samples that ask.
+
+    Grounding samples carry an `input_size` key: a model answering in pixels answers in the
+    processor-resized image, known only once its processor has seen the decoded image.
+    """
+    patch = getattr(getattr(processor, "image_processor", None), "patch_size", None)
+    if grid_thw is None or patch is None:
+        return
+    j = 0
+    for s in samples:
+        if "input_size" in s.meta and s.images:
+            _, gh, gw = (int(v) for v in grid_thw[j])
+            s.meta["image_size"] = list(images[j].size)
+            s.meta["input_size"] = [gw * patch, gh * patch]
+        j += len(s.images)
 
 
 def repeat_prompts(inputs: dict, g: int) -> dict:

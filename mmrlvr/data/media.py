@@ -42,12 +42,12 @@ class RowRef:
     root: str | None = None  # where relative paths inside the cell resolve
 
     def fetch(self) -> Any:
-        """The raw cell value (bytes, a {"bytes", "path"} dict or a path string).
+        """The stored cell (bytes, a {"bytes", "path"} dict or a path string) of one row.
 
-        The loader casts image columns to `datasets.Image(decode=False)`, so this reads one row of
-        the memory-mapped table and decodes nothing.
+        `dataset` is an Arrow-formatted view (`ds.with_format("arrow")`): indexing it slices the
+        memory-mapped table without decoding anything.
         """
-        value = self.dataset[self.row][self.column]
+        value = self.dataset[self.row].column(self.column)[0].as_py()
         return value[self.index] if self.index is not None else value
 
     def __repr__(self) -> str:

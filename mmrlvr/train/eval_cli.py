@@ -13,7 +13,7 @@ from mmrlvr.config import Config
 from mmrlvr.models.load import checkpoint_path, load_checkpoint
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.evaluate import eval_terms, evaluate
-from mmrlvr.train.setup import set_threads_and_seed
+from mmrlvr.train.setup import set_threads_and_seed, task_args
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
@@ -26,7 +26,7 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
     checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading
     accelerator = set_threads_and_seed(cfg)
     size = cfg.task.eval_size if split == "eval" else cfg.task.train_size
-    rows = load_task(cfg.task.name, split, size, cfg.seed, **cfg.task.args)
+    rows = load_task(cfg.task.name, split, size, cfg.seed, **task_args(cfg))
     plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config names code
     check_sample_verifiers(rows, plugins)
     model, processor = load_checkpoint(checkpoint, cfg.model)

@@ -15,6 +15,7 @@ import torch
 
 from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import Config, save_config
+from mmrlvr.data.feed import MediaStream
 from mmrlvr.models.load import load_policy
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
@@ -88,7 +89,9 @@ def train(cfg: Config) -> dict:
         state["eval_before"] = {k: v for k, v in before.items() if k != "examples"}
         log.log(0, eval_metrics(cfg.task.name, before))
         progress.note(f"held-out accuracy before RL: {state['eval_before']['accuracy']:.3f}")
-    stream = PromptStream(train_set, cfg.seed, pos=state["data_pos"])
+    # batches arrive decoded (a background thread decodes the next one); bad media are dropped
+    stream = MediaStream(PromptStream(train_set, cfg.seed, pos=state["data_pos"]), cfg.task.max_bad_media_frac,
+                         processor=processor)
     model.train()  # the engine switches to eval for sampling and back
     fill = black_fill(processor)  # what a blacked-out patch looks like after normalisation
 
@@ -115,6 +118,7 @@ def train(cfg: Config) -> dict:
             "actor/lr": lr,
             "time/update": time.perf_counter() - t1,
             "time/step": time.perf_counter() - t0,
+            "data/bad_media": stream.pop_bad(),
         }
         if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
             metrics.update(eval_metrics(cfg.task.name, run_eval()))
@@ -129,6 +133,7 @@ def train(cfg: Config) -> dict:
         if is_main and ((cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps):
             save_checkpoint(run_dir, step, policy, processor, optimizer, state, scheduler=scheduler)
 
+    stream.close()
     eval_after = run_eval()
     log.log(cfg.train.steps, eval_metrics(cfg.task.name, eval_after))
     summary = _summary(cfg, state, eval_after, run_dir, time.perf_counter() - t_start)

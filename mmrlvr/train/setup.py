@@ -165,7 +165,8 @@ def task_args(cfg: Config) -> dict:
     """`task.args` for both splits, with `eval_size` set from `task.eval_size` for tasks that draw
     their held-out split from the same generator as the training split and exclude it by count
     (a build function with an `eval_size` parameter): one size drives both, so a larger eval set
-    can never leak into training."""
+    can never leak into training. A build function with a `model_type` parameter (grounding) gets
+    the model's `config.model_type`, which picks its coordinate convention."""
     import importlib
     import inspect
 
@@ -182,4 +183,8 @@ def task_args(cfg: Config) -> dict:
                 "the held-out boards excluded from training must be the ones evaluated; set only task.eval_size"
             )
         args["eval_size"] = cfg.task.eval_size
+    if "model_type" in inspect.signature(build).parameters and "model_type" not in args:
+        from mmrlvr.tasks import model_type_of  # grounding: the model family's box coordinates
+
+        args["model_type"] = model_type_of(cfg.model.path)
     return args

@@ -54,7 +54,7 @@ def register_verifier(name: str, description: str = ""):
 
 
 def _load_builtin() -> None:
-    for mod in ("answer", "format", "grounding", "temporal"):
+    for mod in ("answer", "exact", "format", "grounding", "temporal"):
         try:
             importlib.import_module(f"mmrlvr.verifiers.{mod}")
         except ModuleNotFoundError as exc:

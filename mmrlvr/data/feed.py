@@ -1,0 +1,129 @@
+"""Decode a batch's media ahead of time, drop samples whose media are bad, count them.
+
+`MediaStream` wraps the loop's prompt stream. `take(n)` returns the next n samples as decoded
+copies (PIL images in `images`, frames in `videos`), decoded in a background thread while the
+previous step generates. A sample whose image or video cannot be decoded is named (id and file)
+in a warning, dropped from the batch and counted (`data/bad_media` in the metrics); the run stops
+with `BadMediaError` only when more than `max(1, max_bad_frac * samples seen)` were bad.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Sequence
+
+from typing import Any
+
+from mmrlvr.data.media import MediaError, decode_video, load_image
+from mmrlvr.types import Sample
+
+log = logging.getLogger("mmrlvr.data")
+
+
+class BadMediaError(RuntimeError):
+    """Too many samples had media that could not be decoded; the message says how many and which."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodedVideo:
+    """A video decoded ahead of its batch; `decode_video` takes it back through `load()`."""
+
+    frames: Any  # (T, H, W, 3) uint8
+    meta: dict
+
+    def load(self, max_frames: int | None = None, max_pixels: int | None = None):
+        return self.frames, self.meta
+
+
+def decode_sample(s: Sample, video_limits: dict | None = None) -> Sample:
+    """A copy of `s` with decoded media (same `meta` dict); raises MediaError naming the file.
+
+    Videos are decoded with the run's limits (`collate.video_limits(processor)`), exactly as
+    `encode_prompts` would decode them; already-decoded arrays are left as they are.
+    """
+    images = tuple(load_image(ref) for ref in s.images)
+    lim = video_limits or {}
+    videos = tuple(
+        DecodedVideo(*decode_video(v, max_frames=lim.get("max_frames"), max_pixels=lim.get("max_pixels")))
+        if hasattr(v, "load") else v
+        for v in s.videos
+    )
+    return dataclasses.replace(s, images=images, videos=videos)
+
+
+def decode_samples(samples: Sequence[Sample], video_limits: dict | None = None) -> tuple[list[Sample], list[tuple[Sample, str]]]:
+    """(decoded good samples, [(bad sample, reason)]) in the input order."""
+    good, bad = [], []
+    for s in samples:
+        try:
+            good.append(decode_sample(s, video_limits))
+        except MediaError as exc:
+            bad.append((s, str(exc)))
+    return good, bad
+
+
+class MediaStream:
+    """A prompt stream whose batches arrive decoded, with bad-media samples dropped.
+
+    `pos` is the wrapped stream's position (saved in checkpoints); `pop_bad()` returns and resets
+    the number of samples dropped since the last call (the step's `data/bad_media`).
+    """
+
+    def __init__(self, stream, max_bad_frac: float = 0.01, prefetch: bool = True, processor=None):
+        from mmrlvr.data.collate import video_limits
+
+        self.stream, self.max_bad_frac = stream, float(max_bad_frac)
+        self.video_limits = video_limits(processor) if processor is not None else {}
+        self.seen = self.bad_total = self._bad_since = 0
+        self.first_bad: list[str] = []
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="mmrlvr-media") if prefetch else None
+        self._ahead: tuple[int, int, Future] | None = None  # (pos, n, decoding of those samples)
+
+    @property
+    def pos(self) -> int:
+        return self.stream.pos
+
+    def take(self, n: int) -> list[Sample]:
+        """The next n samples decoded, minus bad ones (at least one sample unless it raises)."""
+        good: list[Sample] = []
+        while not good:
+            good = self._take_once(n)
+        return good
+
+    def _take_once(self, n: int) -> list[Sample]:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[:2] == (self.stream.pos, n):
+            good, bad = ahead[2].result()
+            self.stream.take(n)  # advance exactly as far as the prefetch looked
+        else:
+            good, bad = decode_samples(self.stream.take(n), self.video_limits)
+        if self._pool is not None:  # decode the next batch while this one is used
+            nxt = copy.copy(self.stream).take(n)
+            self._ahead = (self.stream.pos, n, self._pool.submit(decode_samples, nxt, self.video_limits))
+        self._count(n, bad)
+        return good
+
+    def _count(self, n: int, bad: list[tuple[Sample, str]]) -> None:
+        self.seen += n
+        for s, reason in bad:
+            log.warning("bad media in sample %s, dropped from the batch: %s", s.id, reason)
+            if len(self.first_bad) < 5:
+                self.first_bad.append(f"{s.id}: {reason}")
+        self.bad_total += len(bad)
+        self._bad_since += len(bad)
+        if self.bad_total > max(1.0, self.max_bad_frac * self.seen):
+            raise BadMediaError(
+                f"{self.bad_total} of {self.seen} samples had media that could not be decoded "
+                f"(more than task.max_bad_media_frac={self.max_bad_frac:g}); first: {'; '.join(self.first_bad)}"
+            )
+
+    def pop_bad(self) -> int:
+        out, self._bad_since = self._bad_since, 0
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,267 @@
+"""One loader for task rows: JSONL, JSON, CSV, Parquet, `save_to_disk` directories, hub names.
+
+Everything goes through `datasets` (Arrow, memory-mapped), so a 100k-row Parquet file with
+embedded images costs its index, not its pixels: image cells become references (`RowRef` or a
+resolved path) that `mmrlvr.data.media.load_image` decodes when the batch is encoded.
+
+A task gives a column mapping (its field -> a dataset column, or a list of candidate columns, the
+first present one is used) and a function that turns one row into a `Sample` or raises `BadRow`.
+Bad rows are reported once each with the file and 0-based row index and skipped; past
+`max_bad_frac` the build stops with a `DataError` naming the file, the count and the first rows.
+A data row only ever supplies data: which verifier, template and code run is the task's choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from mmrlvr.data.media import RowRef
+from mmrlvr.types import Sample
+
+log = logging.getLogger("mmrlvr.data")
+
+FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".arrow": "arrow"}
+
+
+class DataError(ValueError):
+    """A dataset that cannot be used: missing file or column, or too many bad rows."""
+
+
+class BadRow(ValueError):
+    """Raised by a task's row function: the row is reported (file, index, reason) and skipped."""
+
+
+class TaskSamples(list):
+    """The samples of a task split, plus the rows that were skipped (`[{"row", "reason"}]`)."""
+
+    def __init__(self, samples: Iterable[Sample] = (), skipped: Sequence[dict] = (), source: str = ""):
+        super().__init__(samples)
+        self.skipped = list(skipped)
+        self.source = source
+
+
+@dataclass
+class Row:
+    """One dataset row as a task sees it: mapped fields, and image references in cell order."""
+
+    index: int  # 0-based row index in the data file
+    fields: dict  # task field -> value (image fields excluded)
+    images: list  # references: resolved path strings or RowRefs; [] when the row has none
+
+
+def open_dataset(spec: str, split: str = "train", cache_dir: str | None = None):
+    """A `datasets.Dataset` from a file, a list of files, a `save_to_disk` dir or a hub name."""
+    import datasets
+
+    path = Path(os.path.expanduser(spec))
+    if path.is_dir():
+        if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
+            ds = datasets.load_from_disk(str(path))
+            return _pick_split(ds, split, spec)
+        files = sorted(p for p in path.iterdir() if p.suffix in FORMATS)
+        if not files:
+            raise DataError(f"{spec}: a directory without a saved dataset or data files ({', '.join(FORMATS)})")
+        return _load_files([str(f) for f in files], files[0].suffix, cache_dir, spec)
+    if path.suffix in FORMATS:
+        if not path.exists():
+            raise DataError(f"{spec}: file not found")
+        return _load_files([str(path)], path.suffix, cache_dir, spec)
+    if path.exists():
+        raise DataError(f"{spec}: unknown data format {path.suffix!r}; known: {', '.join(FORMATS)}")
+    if spec.count("/") == 1 and not spec.startswith((".", "/")):  # a hub name: "owner/name"
+        try:
+            return datasets.load_dataset(spec, split=split, cache_dir=cache_dir)
+        except Exception as exc:  # noqa: BLE001 - no network, unknown name, gated dataset ...
+            raise DataError(f"{spec}: not a local path, and loading it from the hub failed: {exc}") from None
+    raise DataError(f"{spec}: file not found")
+
+
+def _load_files(files: list[str], suffix: str, cache_dir, spec: str):
+    import datasets
+
+    try:
+        return datasets.load_dataset(FORMATS[suffix], data_files=files, split="train", cache_dir=cache_dir)
+    except Exception as exc:  # noqa: BLE001 - malformed JSON/CSV/Parquet: name the file
+        raise DataError(f"{spec}: cannot read as {FORMATS[suffix]}: {type(exc).__name__}: {str(exc)[:300]}") from None
+
+
+def _pick_split(ds, split: str, spec: str):
+    import datasets
+
+    if isinstance(ds, datasets.DatasetDict):
+        if split not in ds:
+            raise DataError(f"{spec}: no split {split!r}; splits: {', '.join(ds)}")
+        return ds[split]
+    return ds
+
+
+def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Sequence[str]) -> dict:
+    """Task field -> existing column. Mapping values are a column or a list of candidates."""
+    out = {}
+    for field_name, want in mapping.items():
+        candidates = [want] if isinstance(want, str) else list(want or [])
+        found = next((c for c in candidates if c in names), None)
+        if found is not None:
+            out[field_name] = found
+        elif field_name in required:
+            raise DataError(
+                f"{spec}: no column for {field_name!r} (looked for {', '.join(map(repr, candidates))}); "
+                f"columns: {', '.join(names)}; set task.args.columns.{field_name}"
+            )
+    return out
+
+
+def _chunk_cells(arr) -> list:
+    """Per row of an Arrow array: a path, a byte count, {"bytes": n|None, "path": p}, or a list.
+
+    Only offsets, validity bitmaps and path strings are read; image bytes are never touched.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = arr.type
+    nulls = arr.is_null().to_pylist()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        lengths = arr.value_lengths().to_pylist()
+        flat = _chunk_cells(arr.flatten())
+        out, pos = [], 0
+        for n, is_null in zip(lengths, nulls):
+            out.append(None if is_null else flat[pos : pos + (n or 0)])
+            pos += 0 if is_null else (n or 0)
+        return out
+    if pa.types.is_struct(t):
+        names = [t.field(i).name for i in range(t.num_fields)]
+        sizes = pc.binary_length(arr.field("bytes")).to_pylist() if "bytes" in names else [None] * len(arr)
+        paths = arr.field("path").to_pylist() if "path" in names else [None] * len(arr)
+        return [None if z else {"bytes": b, "path": p} for z, b, p in zip(nulls, sizes, paths)]
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pc.binary_length(arr).to_pylist()
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return arr.to_pylist()
+    if pa.types.is_null(t):
+        return [None] * len(arr)
+    raise DataError(f"image column has type {t}; expected paths, bytes, {{bytes, path}} structs or lists of them")
+
+
+def image_cells(ds, column: str) -> list:
+    """`_chunk_cells` over a whole (memory-mapped) column, chunk by chunk (no copies)."""
+    table = ds.data.table if hasattr(ds.data, "table") else ds.data
+    out: list = []
+    for chunk in table.column(column).chunks:
+        out.extend(_chunk_cells(chunk))
+    return out
+
+
+def _refs(cell, ds, row: int, column: str, root: str | None, source: str) -> list:
+    """References for one row's image cell; raises BadRow for a missing or empty image."""
+    items = cell if isinstance(cell, list) else [cell]
+    index_of = (lambda j: j) if isinstance(cell, list) else (lambda j: None)
+    refs = []
+    for j, item in enumerate(items):
+        where = f"image {j + 1}" if isinstance(cell, list) else "image"
+        if item is None:
+            raise BadRow(f"{where} is missing")
+        if isinstance(item, dict):
+            if item["bytes"]:
+                item = int(item["bytes"])
+            elif item["path"]:
+                item = str(item["path"])
+            elif item["bytes"] == 0:
+                raise BadRow(f"{where} has empty bytes")
+            else:
+                raise BadRow(f"{where} has neither bytes nor a path")
+        if isinstance(item, int):
+            if item == 0:
+                raise BadRow(f"{where} has empty bytes")
+            refs.append(RowRef(ds, row, column, index_of(j), source, root))
+            continue
+        path = Path(os.path.expanduser(item))
+        path = path if path.is_absolute() or root is None else Path(root) / path
+        if not path.is_file():
+            raise BadRow(f"{where} file not found: {path}")
+        refs.append(str(path))
+    return refs
+
+
+def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_field: str = "image",
+              image_root: str | None = None, split: str = "train", cache_dir: str | None = None):
+    """(source name, dataset, rows): every row as a `Row`, or a (index, reason) pair if bad.
+
+    `image_root` resolves relative image paths; by default the data file's own folder.
+    """
+    ds = open_dataset(spec, split, cache_dir)
+    cols = resolve_columns(ds.column_names, columns, spec, required)
+    root = image_root
+    if root is None and Path(spec).exists():
+        root = str(Path(spec).parent if Path(spec).is_file() else Path(spec))
+    img_col = cols.get(image_field)
+    cells = None
+    if img_col is not None:
+        cells = image_cells(ds, img_col)
+        raw = ds.with_format("arrow")  # RowRefs read the stored cell (bytes/path), never a decoded image
+    text_cols = {f: c for f, c in cols.items() if f != image_field}
+    values = ds.select_columns(sorted(set(text_cols.values()))).to_dict() if text_cols else {}
+    rows: list = []
+    for i in range(len(ds)):
+        fields = {f: values[c][i] for f, c in text_cols.items()}
+        try:
+            refs = _refs(cells[i], raw, i, img_col, root, spec) if cells is not None else []
+            rows.append(Row(i, fields, refs))
+        except BadRow as exc:
+            rows.append((i, str(exc)))
+    return spec, ds, rows
+
+
+def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], max_bad_frac: float,
+                  keep: Sequence[int] | None = None) -> TaskSamples:
+    """Turn rows into samples; report each bad row once; stop past `max_bad_frac` bad rows.
+
+    `keep` lists the row positions this split uses (all rows by default). The bad-row fraction is
+    computed over the whole file, so train and eval splits agree on whether the data is usable.
+    """
+    samples, bad = {}, []
+    for pos, row in enumerate(rows):
+        if isinstance(row, tuple):
+            bad.append({"row": row[0], "reason": row[1]})
+            continue
+        try:
+            samples[pos] = make(row)
+        except BadRow as exc:
+            bad.append({"row": row.index, "reason": str(exc)})
+    n = len(rows)
+    if n == 0:
+        raise DataError(f"{source}: no rows")
+    if len(bad) > max_bad_frac * n:
+        first = "; ".join(f"row {b['row']}: {b['reason']}" for b in bad[:5])
+        raise DataError(
+            f"{source}: {len(bad)} of {n} rows are bad (more than max_bad_frac={max_bad_frac:g}); first: {first}"
+        )
+    positions = range(n) if keep is None else keep
+    wanted = set(positions)
+    skipped = [b for b in bad if b["row"] in wanted]
+    for b in skipped:  # each row belongs to one split, so each bad row is reported once
+        log.warning("%s: row %d skipped: %s", source, b["row"], b["reason"])
+    kept = [samples[p] for p in positions if p in samples]
+    return TaskSamples(kept, skipped, source)
+
+
+def split_positions(n: int, split: str, size: int | None, seed: int, eval_data: bool,
+                    holdout_frac: float = 0.1, max_holdout: int = 512) -> list[int]:
+    """Row positions of a split: the whole file when eval has its own file, else a seeded
+    held-out slice (`holdout_frac`, at most `max_holdout`, at least one row) and the rest."""
+    import random
+
+    if split not in ("train", "eval"):
+        raise ValueError(f"unknown split {split!r}; known: train, eval")
+    order = list(range(n))
+    if eval_data:
+        chosen = order
+    else:
+        random.Random(f"holdout-{seed}").shuffle(order)
+        k = max(1, min(max_holdout, int(round(holdout_frac * n)))) if n > 1 and holdout_frac > 0 else 0
+        chosen = sorted(order[:k]) if split == "eval" else sorted(order[k:])
+    return chosen[:size] if size else chosen

@@ -1,0 +1,78 @@
+"""Question-answer rows shared by the QA tasks (geometry, chart): options, letters, loading.
+
+A row has a question (with optional image placeholders), an answer, optional options and images.
+With options it is scored by `choice` (the options listed in the prompt as "(A) ..."); without,
+by the task's free-form verifier (`math` for geometry, `number` or `exact` for charts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typing import Callable
+
+from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
+from mmrlvr.data.prompts import build_messages, instruction
+from mmrlvr.types import Sample
+
+LETTERS = "ABCDEFGHIJ"
+
+
+def options_text(options: list) -> str:
+    return "Choices: " + " ".join(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))
+
+
+def choice_letter(answer: str, options: list) -> str:
+    """The reference letter: a letter in range, or the text of one option; else a bad row."""
+    ans = answer.strip().strip("()").strip()
+    if len(ans) == 1 and ans.upper() in LETTERS[: len(options)]:
+        return ans.upper()
+    for i, opt in enumerate(options):
+        if ans.casefold() == str(opt).strip().casefold():
+            return LETTERS[i]
+    raise BadRow(f"answer {answer[:40]!r} is not one of the {len(options)} options")
+
+
+def qa_sample(row: Row, source: str, template: str, free_form: Callable[[str], str] = lambda a: "math",
+              need_image: bool = True) -> Sample:
+    """A MATH-V-style row (question, optional options, answer) as a choice or free-form sample."""
+    question = row.fields.get("question")
+    answer = row.fields.get("answer")
+    if not isinstance(question, str) or not question.strip():
+        raise BadRow("question is missing")
+    if isinstance(answer, list) and len(answer) == 1:  # ChartQA packagings store ["label"]
+        answer = answer[0]
+    if answer is None or (isinstance(answer, str) and not answer.strip()) or isinstance(answer, (list, dict)):
+        raise BadRow("answer is missing" if answer in (None, "") else f"answer {answer!r} is not a single value")
+    answer = str(answer).strip()
+    if need_image and not row.images:
+        raise BadRow("the row has no image")
+    options = [str(o) for o in (row.fields.get("options") or [])]
+    if len(options) > len(LETTERS):
+        raise BadRow(f"{len(options)} options; at most {len(LETTERS)}")
+    suffix = instruction(template)
+    if options:
+        reference, verifier = choice_letter(answer, options), "choice"
+        suffix = options_text(options) + ("\n" + suffix if suffix else "")
+    else:
+        reference, verifier = answer, free_form(answer)
+    messages, images = build_messages(question, row.images, suffix)
+    rid = row.fields.get("id")
+    target = f"<answer>{reference}</answer>" if template != "think" else None
+    return Sample(
+        id=f"{Path(source).name}:{rid if rid is not None else row.index}", messages=messages, reference=reference,
+        verifier=verifier, images=images, meta={"options": options, "row": row.index, "source": source},
+        target=target,
+    )
+
+
+def load_real(split: str, size: int, seed: int, data: str, eval_data: str | None, columns: dict | None,
+              image_root: str | None, max_bad_frac: float, template: str, holdout_frac: float,
+              cache_dir: str | None, defaults: dict, make: Callable) -> list[Sample]:
+    """Shared by the QA tasks: read the split's file, map columns, build samples, hold out eval."""
+    spec = eval_data if (split == "eval" and eval_data) else data
+    mapping = {**defaults, **(columns or {})}
+    source, _, rows = read_rows(spec, mapping, required=("question", "answer"), image_root=image_root,
+                                cache_dir=cache_dir)
+    keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
+    return build_samples(source, rows, lambda r: make(r, source, template), max_bad_frac, keep)

@@ -1,0 +1,127 @@
+"""chart: questions about bar and line charts; numbers by `number` (relaxed 5%), text by `exact`.
+
+Real data (`data:` set): ChartQA rows (`imgname` relative to `image_root`, `query`, `label`) and
+MATH-V statistics JSONL (`question`, `options`, `answer`, `image`). Rows with options are scored by
+`choice`; a free-form answer that is a single number by `number` (5% relative tolerance, as in
+ChartQA's relaxed accuracy), any other text by `exact` after normalisation.
+
+Synthetic (no `data:`): a bar chart of four coloured bars or a line chart of four points, values
+1-7 (distinct) on a 112x112 image with a faint unit grid. Questions: the value of one bar, the
+largest value, the largest minus the smallest, the colour of the tallest bar. The warm start
+imitates a teacher that reads values of 5 or more one unit too high `flaw_prob` of the time
+(its answers follow from those misreadings); RL against the verifiers corrects the over-reading.
+"""
+
+from __future__ import annotations
+
+import random
+
+from PIL import Image, ImageDraw
+
+from mmrlvr.data.prompts import build_messages, instruction
+from mmrlvr.data.qa import load_real, qa_sample
+from mmrlvr.data.synthetic import png_bytes, seeded_items
+from mmrlvr.types import Sample
+from mmrlvr.verifiers.answer import parse_number
+
+COLUMNS = {
+    "image": ["image", "images", "imgname", "image_path"],
+    "question": ["question", "query", "problem"],
+    "answer": ["answer", "label"],
+    "options": ["options", "choices"],
+    "id": ["id", "pid", "question_id"],
+}
+COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "orange": (240, 150, 20)}
+SIZE, UNIT, BASE = 112, 14, 105  # pixels per value unit; baseline y
+KINDS = ("value", "max", "diff", "tallest")
+
+
+def free_form_verifier(answer: str) -> str:
+    """`number` when the answer is one number ("12", "1,250", "45%"), else `exact`."""
+    return "number" if parse_number(answer) is not None else "exact"
+
+
+def chart_sample(row, source: str, template: str) -> Sample:
+    return qa_sample(row, source, template, free_form=free_form_verifier)
+
+
+# --- synthetic ------------------------------------------------------------------------------
+
+def _chart(rng: random.Random) -> tuple:
+    kind = rng.choice(("bar", "line"))
+    values = tuple(rng.sample(range(1, 8), 4))
+    colors = tuple(rng.sample(sorted(COLORS), 4))
+    question = rng.choice(KINDS if kind == "bar" else ("max", "diff"))
+    target = rng.randrange(4)
+    return kind, values, colors, question, target
+
+
+def _draw(kind: str, values: tuple, colors: tuple) -> Image.Image:
+    img = Image.new("RGB", (SIZE, SIZE), (250, 250, 250))
+    d = ImageDraw.Draw(img)
+    for v in range(1, 8):
+        d.line([(4, BASE - v * UNIT), (SIZE - 4, BASE - v * UNIT)], fill=(215, 215, 215))
+    d.line([(4, BASE), (SIZE - 4, BASE)], fill=(60, 60, 60))
+    xs = [8 + 26 * i for i in range(4)]
+    if kind == "bar":
+        for x, v, c in zip(xs, values, colors):
+            d.rectangle([x, BASE - v * UNIT, x + 18, BASE], fill=COLORS[c])
+    else:
+        pts = [(x + 9, BASE - v * UNIT) for x, v in zip(xs, values)]
+        d.line(pts, fill=(40, 40, 40), width=2)
+        for x, y in pts:
+            d.ellipse([x - 4, y - 4, x + 4, y + 4], fill=(40, 80, 220))
+    return img
+
+
+def _answer(question: str, values: tuple, colors: tuple, target: int):
+    if question == "value":
+        return values[target]
+    if question == "max":
+        return max(values)
+    if question == "diff":
+        return max(values) - min(values)
+    return colors[values.index(max(values))]
+
+
+def _teacher_reads(values: tuple, rng: random.Random, flaw_prob: float) -> tuple:
+    return tuple(v + 1 if v >= 5 and rng.random() < flaw_prob else v for v in values)
+
+
+def _question_text(question: str, kind: str, colors: tuple, target: int) -> str:
+    if question == "value":
+        return f"What is the value of the {colors[target]} bar? Answer with a number."
+    if question == "max":
+        return f"What is the largest value in the {kind} chart? Answer with a number."
+    if question == "diff":
+        return f"What is the difference between the largest and the smallest value in the {kind} chart? Answer with a number."
+    return "Which colour is the tallest bar? Answer with the colour."
+
+
+def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float, eval_size: int) -> list[Sample]:
+    items, rng = seeded_items("chart", split, size, seed, _chart, eval_size, key=lambda it: (it[0], it[1], it[2] if it[0] == "bar" else None))
+    samples = []
+    for i, (kind, values, colors, question, target) in enumerate(items):
+        reference = _answer(question, values, colors, target)
+        said = _answer(question, _teacher_reads(values, rng, flaw_prob), colors, target)
+        text = _question_text(question, kind, colors, target)
+        messages, images = build_messages(text, [png_bytes(_draw(kind, values, colors))], instruction(template))
+        samples.append(Sample(
+            id=f"chart-{split}-{seed}-{i}", messages=messages, reference=str(reference),
+            verifier="exact" if question == "tallest" else "number", images=images,
+            meta={"kind": kind, "question": question, "values": list(values), "teacher": str(said)},
+            target=f"<answer>{said}</answer>",
+        ))
+    return samples
+
+
+def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
+          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
+          template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
+          flaw_prob: float = 0.7, eval_size: int = 256) -> list[Sample]:
+    """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
+    instruction(template)
+    if data is None:
+        return synthetic(split, size, seed, template, flaw_prob, eval_size)
+    return load_real(split, size, seed, data, eval_data, columns, image_root, max_bad_frac, template,
+                     holdout_frac, cache_dir, COLUMNS, chart_sample)

@@ -1,0 +1,188 @@
+"""grounding: "where is X?" answered with a box, scored by IoU (`iou`; several objects: `boxes`).
+
+The sample's `reference` is the box `[x1, y1, x2, y2]` in pixels of the ORIGINAL image. `meta`
+carries `image_size` (original width, height), `input_size` (the processor-resized size, filled
+in when the batch is encoded) and `box_format`, the coordinates the model answers in:
+- `norm1000`: relative 0-1000 units (Qwen2-VL, Qwen3-VL),
+- `absolute`: pixels of the processor-resized image (Qwen2.5-VL, and the embedded tiny model).
+`coords: auto` picks by the model's `config.model_type`; set `coords` to override.
+
+Real data (`data:` set): RefCOCO-style rows (`image`, a referring expression in `question`, a box
+in `answer`, `box_format: xywh | xyxy` in the task args) and VOC-style rows (`filename`,
+`objects` with `xmin..ymax` strings, as in the raccoon sample): one sample per image, `iou` for
+one object and `boxes` (F1 at IoU >= 0.5) for several.
+
+Synthetic (no `data:`): three shapes of distinct colours on a 4x4 grid of a 112x112 image,
+"Where is the red circle?". The warm start imitates a teacher whose boxes are `pad` pixels too loose on every side
+`flaw_prob` of the time; RL against IoU tightens them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import json
+import math
+import random
+
+from PIL import Image, ImageDraw
+
+from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
+from mmrlvr.data.prompts import build_messages, instruction
+from mmrlvr.data.synthetic import png_bytes, seeded_items
+from mmrlvr.types import Sample
+
+COLUMNS = {
+    "image": ["image", "images", "filename", "file_name", "imgname", "image_path"],
+    "question": ["question", "expression", "sentence", "ref", "referring_expression", "problem", "caption"],
+    "answer": ["answer", "bbox", "box", "solution"],
+    "objects": ["objects"],
+    "id": ["id", "ann_id", "question_id"],
+}
+CONVENTIONS = {"qwen2_vl": "norm1000", "qwen3_vl": "norm1000", "qwen3_vl_moe": "norm1000", "qwen2_5_vl": "absolute"}
+UNITS = {"norm1000": "relative coordinates from 0 to 1000", "absolute": "pixels of the image"}
+SHAPES = ("circle", "square", "triangle")
+COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30)}
+GRID, CELL, SIZE = 4, 28, 112
+
+
+def box_format_for(coords: str, model_type: str | None) -> str:
+    """The coordinate convention: an explicit `coords`, else the model family's (see module doc)."""
+    if coords != "auto":
+        if coords not in UNITS:
+            raise ValueError(f"coords {coords!r} unknown; known: auto, {', '.join(UNITS)}")
+        return coords
+    return CONVENTIONS.get(model_type or "qwen2_5_vl", "absolute")
+
+
+def parse_box(value, fmt: str = "xyxy") -> list[float]:
+    """A box cell (list, "[x, y, x, y]" string, or xmin..ymax dict) as [x1, y1, x2, y2]; BadRow if not."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value if value.strip().startswith("[") else f"[{value}]")
+        except ValueError:
+            raise BadRow(f"box {value[:60]!r} cannot be parsed") from None
+    if isinstance(value, dict):
+        value = [value.get(k) for k in ("xmin", "ymin", "xmax", "ymax")]
+    try:
+        box = [float(v) for v in value]
+    except (TypeError, ValueError):
+        raise BadRow(f"box {str(value)[:60]!r} cannot be parsed") from None
+    if len(box) != 4 or not all(math.isfinite(v) for v in box):
+        raise BadRow(f"box {str(value)[:60]!r} is not four finite numbers")
+    if fmt == "xywh":
+        box = [box[0], box[1], box[0] + box[2], box[1] + box[3]]
+    elif fmt != "xyxy":
+        raise ValueError(f"box_format {fmt!r} unknown; known: xyxy, xywh")
+    if box[2] <= box[0] or box[3] <= box[1]:
+        raise BadRow(f"box {box} has no area (x2 <= x1 or y2 <= y1)")
+    return box
+
+
+def _prompt(what: str, fmt: str, several: bool, template: str) -> str:
+    ask = f"Locate every {what} in the image, one box each" if several else f"Where is the {what} in the image?"
+    return f"{ask} Answer with the bounding box [x1, y1, x2, y2] in {UNITS[fmt]}. {instruction(template)}".strip()
+
+
+def _meta(fmt: str, row: Row | None, source: str, image_size=None) -> dict:
+    meta = {"box_format": fmt, "image_size": image_size, "input_size": None}
+    if row is not None:
+        meta.update(row=row.index, source=source)
+    return meta
+
+
+def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str) -> Sample:
+    if len(row.images) != 1:
+        raise BadRow(f"grounding needs one image per row, the row has {len(row.images)}")
+    objects, rid = row.fields.get("objects"), row.fields.get("id")
+    sid = f"{Path(source).name}:{rid if rid is not None else row.index}"
+    if objects is not None and row.fields.get("answer") is None:  # VOC-style rows
+        if not objects:
+            raise BadRow("no objects")
+        boxes = [parse_box(o, "xyxy") for o in objects]
+        names = sorted({str(o.get("class") or "object") for o in objects})
+        what = " or ".join(names)
+        first = objects[0]
+        size = (int(first["width"]), int(first["height"])) if first.get("width") and first.get("height") else None
+        messages, images = build_messages("", row.images, _prompt(what, fmt, len(boxes) > 1, template))
+        reference, verifier = (boxes[0], "iou") if len(boxes) == 1 else (boxes, "boxes")
+        return Sample(sid, messages, reference, verifier, images, meta=_meta(fmt, row, source, size))
+    question = row.fields.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise BadRow("referring expression (question) is missing")
+    if row.fields.get("answer") is None:
+        raise BadRow("box (answer) is missing")
+    box = parse_box(row.fields["answer"], box_format)
+    messages, images = build_messages("", row.images, _prompt(question.strip().rstrip("?."), fmt, False, template))
+    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source))
+
+
+# --- synthetic ------------------------------------------------------------------------------
+
+def _scene(rng: random.Random) -> tuple:
+    kinds = [(c, rng.choice(SHAPES)) for c in rng.sample(sorted(COLORS), 3)]  # three distinct colours
+    cells = rng.sample(range(GRID * GRID), 3)
+    placed = []
+    for (color, shape), cell in zip(kinds, cells):
+        r, c = divmod(cell, GRID)
+        size = rng.randint(14, 22)
+        x0, y0 = c * CELL + rng.randint(1, CELL - size - 1), r * CELL + rng.randint(1, CELL - size - 1)
+        placed.append((color, shape, x0, y0, size))
+    return tuple(placed), rng.randrange(3)
+
+
+def _draw(placed: tuple) -> Image.Image:
+    img = Image.new("RGB", (SIZE, SIZE), (235, 235, 235))
+    d = ImageDraw.Draw(img)
+    for color, shape, x0, y0, size in placed:
+        box, fill = (x0, y0, x0 + size, y0 + size), COLORS[color]
+        if shape == "circle":
+            d.ellipse(box, fill=fill)
+        elif shape == "square":
+            d.rectangle(box, fill=fill)
+        else:
+            d.polygon([(x0 + size / 2, y0), (x0, y0 + size), (x0 + size, y0 + size)], fill=fill)
+    return img
+
+
+def _in_format(box: list[float], fmt: str) -> list[int]:
+    """A synthetic box in the model's units (112x112 images are not resized by Qwen processors)."""
+    scale = 1000.0 / SIZE if fmt == "norm1000" else 1.0
+    return [round(v * scale) for v in box]
+
+
+def synthetic(split: str, size: int, seed: int, template: str, fmt: str, flaw_prob: float, pad: int,
+              eval_size: int) -> list[Sample]:
+    items, rng = seeded_items("grounding", split, size, seed, _scene, eval_size, key=lambda it: it[0])
+    samples = []
+    for i, (placed, which) in enumerate(items):
+        color, shape, x0, y0, s = placed[which]
+        box = [x0, y0, x0 + s, y0 + s]
+        loose = rng.random() < flaw_prob
+        said = [max(0, box[0] - pad), max(0, box[1] - pad), min(SIZE, box[2] + pad), min(SIZE, box[3] + pad)] if loose else box
+        messages, images = build_messages("", [png_bytes(_draw(placed))], _prompt(f"{color} {shape}", fmt, False, template))
+        samples.append(Sample(
+            id=f"grounding-{split}-{seed}-{i}", messages=messages, reference=[float(v) for v in box], verifier="iou",
+            images=images, meta={**_meta(fmt, None, "", (SIZE, SIZE)), "teacher_loose": loose},
+            target=f"<answer>{json.dumps(_in_format(said, fmt))}</answer>",
+        ))
+    return samples
+
+
+def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
+          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
+          template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
+          box_format: str = "xyxy", coords: str = "auto", model_type: str | None = None,
+          flaw_prob: float = 0.7, pad: int = 6, eval_size: int = 256) -> list[Sample]:
+    """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
+    instruction(template)
+    fmt = box_format_for(coords, model_type)
+    if box_format not in ("xyxy", "xywh"):
+        raise ValueError(f"box_format {box_format!r} unknown; known: xyxy, xywh")
+    if data is None:
+        return synthetic(split, size, seed, template, fmt, flaw_prob, pad, eval_size)
+    spec = eval_data if (split == "eval" and eval_data) else data
+    source, _, rows = read_rows(spec, {**COLUMNS, **(columns or {})}, required=("image",),
+                                image_root=image_root, cache_dir=cache_dir)
+    keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
+    return build_samples(source, rows, lambda r: real_sample(r, source, template, fmt, box_format), max_bad_frac, keep)

@@ -1,0 +1,70 @@
+"""Bad media in a batch: named, dropped, counted; the run stops only past the fraction."""
+
+import io
+import logging
+
+import pytest
+from PIL import Image
+
+from mmrlvr.data.feed import BadMediaError, MediaStream, decode_samples
+from mmrlvr.train.step import PromptStream
+from mmrlvr.types import Sample
+
+
+def _png(c):
+    buf = io.BytesIO()
+    Image.new("RGB", (28, 28), (c, 0, 0)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _samples(tmp_path, n, bad=()):
+    out = []
+    for i in range(n):
+        path = tmp_path / f"{i}.png"
+        path.write_bytes(b"\x89PNG\r\n\x1a\n garbage" if i in bad else _png(i))
+        out.append(Sample(f"s{i}", (), i, images=(str(path),)))
+    return out
+
+
+def test_decode_samples_drops_and_names_bad_files(tmp_path):
+    samples = _samples(tmp_path, 4, bad={2})
+    good, bad = decode_samples(samples)
+    assert [s.id for s in good] == ["s0", "s1", "s3"]
+    assert isinstance(good[0].images[0], Image.Image) and good[0].meta is samples[0].meta
+    assert isinstance(samples[0].images[0], str)  # the original still holds only the reference
+    assert bad[0][0].id == "s2" and str(tmp_path / "2.png") in bad[0][1]
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_stream_drops_warns_counts(tmp_path, caplog, prefetch):
+    samples = _samples(tmp_path, 200, bad={5})
+    plain = PromptStream(samples, seed=3)
+    stream = MediaStream(PromptStream(samples, seed=3), max_bad_frac=0.01, prefetch=prefetch)
+    taken, dropped = [], 0
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        for _ in range(10):
+            taken += [s.id for s in stream.take(16)]
+            dropped += stream.pop_bad()
+    expect = [s.id for s in plain.take(160)]
+    assert stream.pos == plain.pos == 160
+    assert taken == [i for i in expect if i != "s5"]  # same order as without media checks, minus s5
+    assert dropped == expect.count("s5") == 1
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and "s5" in msgs[0] and str(tmp_path / "5.png") in msgs[0]
+    stream.close()
+
+
+def test_stream_stops_past_the_fraction(tmp_path):
+    samples = _samples(tmp_path, 20, bad={1, 2, 3})
+    stream = MediaStream(PromptStream(samples, seed=0), max_bad_frac=0.1, prefetch=False)
+    with pytest.raises(BadMediaError) as err:
+        for _ in range(5):
+            stream.take(4)
+    msg = str(err.value)
+    # one bad sample is always tolerated; the second (of at most 16 seen, 0.1 * 16 < 2) stops it
+    assert "2 of" in msg and "max_bad_media_frac=0.1" in msg and ".png" in msg
+    # with a permissive fraction the same stream runs through all 20 and drops exactly 3
+    stream = MediaStream(PromptStream(samples, seed=0), max_bad_frac=0.5, prefetch=True)
+    got = [s.id for _ in range(5) for s in stream.take(4)]
+    assert len(got) == 17 and stream.pop_bad() == 3
+    stream.close()
