@@ -54,9 +54,14 @@ class Row:
 
 
 def open_dataset(spec: str, split: str = "train", cache_dir: str | None = None):
-    """A `datasets.Dataset` from a file, a list of files, a `save_to_disk` dir or a hub name."""
+    """A `datasets.Dataset` from a file, a directory of files, a `save_to_disk` dir or a hub name.
+
+    `name@split` picks a split of a hub dataset or a saved DatasetDict (`hiyouga/geometry3k@test`).
+    """
     import datasets
 
+    if "@" in spec and not Path(os.path.expanduser(spec)).exists():
+        spec, split = spec.rsplit("@", 1)
     path = Path(os.path.expanduser(spec))
     if path.is_dir():
         if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists():
