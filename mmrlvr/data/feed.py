@@ -13,9 +13,7 @@ import copy
 import dataclasses
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Sequence
-
-from typing import Any
+from typing import Any, Sequence
 
 from mmrlvr.data.media import MediaError, decode_video, load_image
 from mmrlvr.types import Sample

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.collate import encode_prompts, pad_right
+from mmrlvr.data.collate import encode_prompts, pad_right, video_limits
 from mmrlvr.data.feed import decode_samples, log as data_log
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.types import Sample
@@ -44,7 +44,7 @@ def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: floa
     model.train()
     losses = []
     for step in range(steps):
-        batch, bad = decode_samples(rng.sample(list(samples), min(batch_size, len(samples))))
+        batch, bad = decode_samples(rng.sample(list(samples), min(batch_size, len(samples))), video_limits(processor))
         for s, reason in bad:  # a corrupt image is dropped from the batch, not fatal
             data_log.warning("bad media in sample %s, dropped from the warm-start batch: %s", s.id, reason)
         if not batch:

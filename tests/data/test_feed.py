@@ -68,3 +68,20 @@ def test_stream_stops_past_the_fraction(tmp_path):
     got = [s.id for _ in range(5) for s in stream.take(4)]
     assert len(got) == 17 and stream.pop_bad() == 3
     stream.close()
+
+
+def test_a_corrupt_video_is_dropped_like_an_image(tmp_path):
+    from mmrlvr.data.feed import DecodedVideo
+    from mmrlvr.data.media import VideoRef
+
+    import numpy as np
+
+    bad_path = tmp_path / "broken.mp4"
+    bad_path.write_bytes(b"\x00\x00\x00\x18ftypmp42 not really a video")
+    frames = np.zeros((2, 28, 28, 3), np.uint8)
+    samples = [Sample("v0", (), 0, videos=(VideoRef(str(bad_path), nframes=2),)),
+               Sample("v1", (), 0, videos=(frames,))]
+    good, bad = decode_samples(samples, {"max_frames": 4})
+    assert [s.id for s in good] == ["v1"] and good[0].videos[0] is frames  # arrays pass through
+    assert bad[0][0].id == "v0" and "broken.mp4" in bad[0][1]
+    assert DecodedVideo(frames, {"fps": 2}).load(max_frames=1) == (frames, {"fps": 2})
