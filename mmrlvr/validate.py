@@ -70,6 +70,7 @@ RULES: list[Rule] = [
     Rule("temporal_contrast.correct_threshold", finite, "a finite number (a reward that counts as correct)"),
     Rule("task.train_size", at_least(1), "an integer >= 1"),
     Rule("task.eval_size", at_least(1), "an integer >= 1"),
+    Rule("task.max_bad_media_frac", lambda v: _num(v) and 0 <= v <= 1, "a fraction in [0, 1]"),
     Rule("warm_start.steps", at_least(0), "an integer >= 0 (0: no warm start)"),
     Rule("warm_start.lr", above(0), "a finite number > 0"),
     Rule("warm_start.batch_size", at_least(1), "an integer >= 1"),
