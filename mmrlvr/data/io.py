@@ -88,10 +88,16 @@ def open_dataset(spec: str, split: str = "train", cache_dir: str | None = None):
 def _load_files(files: list[str], suffix: str, cache_dir, spec: str):
     import datasets
 
+    import pyarrow as pa
+
     try:
-        return datasets.load_dataset(FORMATS[suffix], data_files=files, split="train", cache_dir=cache_dir)
+        ds = datasets.load_dataset(FORMATS[suffix], data_files=files, split="train", cache_dir=cache_dir)
     except Exception as exc:  # noqa: BLE001 - malformed JSON/CSV/Parquet: name the file
         raise DataError(f"{spec}: cannot read as {FORMATS[suffix]}: {type(exc).__name__}: {str(exc)[:300]}") from None
+    # the first load converts the file into a memory-mapped Arrow cache; give back the buffers
+    # the conversion used, or Arrow's allocator keeps them (hundreds of MB for image columns)
+    pa.default_memory_pool().release_unused()
+    return ds
 
 
 def _pick_split(ds, split: str, spec: str):
