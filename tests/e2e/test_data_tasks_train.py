@@ -11,7 +11,7 @@ from mmrlvr.data.feed import BadMediaError
 from mmrlvr.train.loop import train
 
 TINY = [
-    "task.train_size=64", "task.eval_size=8", "task.args.eval_size=8", "warm_start.steps=3",
+    "task.train_size=64", "task.eval_size=8", "warm_start.steps=3",
     "warm_start.batch_size=4", "rollout.prompts_per_step=4", "rollout.group_size=2", "train.steps=2",
     "train.log_every=1", "eval.batch_size=8", "verifier_workers=0",
 ]
