@@ -1,6 +1,7 @@
 """End to end on video: the tiny model trains on the synthetic motion task with temporal contrast."""
 
 import json
+from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
@@ -17,6 +18,8 @@ def test_video_run_with_temporal_contrast_logs_and_changes_weights(tmp_path):
         "warm_start.batch_size=4", "rollout.prompts_per_step=3", "rollout.group_size=4",
         "rollout.max_new_tokens=6", "rollout.temperature=1.5", "train.steps=2", "train.lr=1e-3",
         "verifier_workers=0", "temporal_contrast.shuffled_samples=2",
+        # an untrained policy rarely answers the task: a second term gives the groups mixed rewards
+        f"rewards=[{{verifier: choice, weight: 1.0}}, {{verifier: '{Path(__file__).parent / 'user_verifier.py'}:even_length', weight: 0.5}}]",
     ])
     summary = train(cfg)
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
