@@ -52,7 +52,8 @@ def main() -> int:
 
     warm = work / "warm" / "warm_start"
     if not (warm / "warm_start.json").exists():  # trained once (seed 0), then reused
-        train(load_config(args.config, ["seed=0", f"output_dir={work / 'warm'}", "train.steps=0",
+        # one RL step is the least a run may take; the saved warm start is from before it
+        train(load_config(args.config, ["seed=0", f"output_dir={work / 'warm'}", "train.steps=1",
                                         "train.resume=false", "verifier_workers=0", *args.overrides]))
     runs = []
     for seed in seeds:
