@@ -26,7 +26,7 @@ MAX_DIGITS = 40  # longer digit runs are not answers; sympy multiplies them out 
 MAX_ITEMS = 20  # commas: a tuple or list answer longer than this is not an answer
 MAX_OPERATORS = 60  # x+x+...+x (300 terms) takes the LaTeX parser seconds
 MAX_NODES = 2000  # parsed expressions larger than this are refused before verify
-TIMEOUT_S = 1  # math-verify's own time-outs, seconds (it takes an integer)
+TIMEOUT_S = 2  # math-verify's own time-outs, seconds (an integer): parse + verify stay under the pool's 5 s
 
 _UNIT = re.compile(
     r"(?:\^ {0,3}\{?\\circ\}?|°|\\degree| {0,3}(?:degrees?|deg|cm\^?2?|mm\^?2?|km|m\^?2?|m|units?|sq\.? {0,3}units?)\.?) {0,3}$",
