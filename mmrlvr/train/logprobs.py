@@ -65,8 +65,8 @@ def join_prompt_completion(
     return kw
 
 
-CHUNK_ELEMENTS = 1 << 24
-"""Logit entries (16 M: 64 MB in fp32) processed at once: the fp32 working copy of the
+CHUNK_ELEMENTS = 1 << 22
+"""Logit entries (4 M: 16 MB in fp32) processed at once: the fp32 working copy of the
 vocabulary-wide distribution never exists for more than this many entries at a time."""
 
 

@@ -1,0 +1,140 @@
+"""Hand-written mutants of the RL math and step: how many does the fast test suite kill?
+
+Each mutant is one plausible bug (a flipped sign, a dropped mask, a skipped step) written as a
+text replacement in `mmrlvr/algos/` or `mmrlvr/train/` (mostly `step.py`). The script copies the
+checkout to a temporary directory, checks that the chosen tests pass there unmutated, then for
+each mutant applies it, runs the tests that guard that file (`pytest -x`: the first failure
+kills it) and restores the file. Not run in CI.
+
+    python benchmarks/mutation.py            # all mutants
+    python benchmarks/mutation.py -k rloo    # those whose name contains "rloo"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ALGOS = ["tests/algos"]
+STEP = ["tests/train/test_update.py", "tests/train/test_presets.py", "tests/train/test_logprobs.py",
+        "tests/train/test_masks.py"]
+ADV, LOSS, SAMP, PRE = ("mmrlvr/algos/advantages.py", "mmrlvr/algos/losses.py", "mmrlvr/algos/sampling.py",
+                        "mmrlvr/algos/presets.py")
+STEPPY, LP = "mmrlvr/train/step.py", "mmrlvr/train/logprobs.py"
+
+# (name, file, original text, mutated text, tests)
+MUTANTS = [
+    ("grpo: no std division", ADV, "adv = (rewards - group_mean(rewards)) / (group_std(rewards) + eps)",
+     "adv = rewards - group_mean(rewards)", ALGOS),
+    ("group std biased", ADV, "(sq / (n - 1).clamp(min=1)).sqrt()", "(sq / n.clamp(min=1)).sqrt()", ALGOS),
+    ("flat groups not zeroed", ADV, "| (hi == lo)", "| (hi < lo)", ALGOS),
+    ("rloo: mean over all, not the others", ADV, "others = (r.sum(dim=1, keepdim=True) - r) / (n - 1).clamp(min=1)",
+     "others = (r.sum(dim=1, keepdim=True) - r) / n.clamp(min=1)", ALGOS),
+    ("NaN completions keep an advantage", ADV, "torch.isnan(rewards) | flat_groups(rewards)", "flat_groups(rewards)", ALGOS),
+    ("reinforce_pp: no whitening std", ADV, "adv = (centred - vals.mean()) / (vals.std() + eps)",
+     "adv = centred - vals.mean()", ALGOS),
+    ("token-mean over padding too", LOSS, "denom = mask.sum().clamp(min=1) if denominator is None else denominator",
+     "denom = mask.numel() if denominator is None else denominator", ALGOS),
+    ("seq-mean-token-mean divides by T", LOSS, "per_seq = masked.sum(dim=1) / mask.sum(dim=1).clamp(min=1)",
+     "per_seq = masked.sum(dim=1) / mask.shape[1]", ALGOS),
+    ("PPO: min instead of max", LOSS, "per_token = torch.maximum(unclipped, clipped)",
+     "per_token = torch.minimum(unclipped, clipped)", ALGOS),
+    ("clip-higher ignored", LOSS, "ratio.clamp(1.0 - clip_low, 1.0 + clip_high)",
+     "ratio.clamp(1.0 - clip_low, 1.0 + clip_low)", ALGOS),
+    ("GSPO uses token ratios", LOSS, 'if importance_level == "token":', 'if importance_level in ("token", "sequence"):', ALGOS),
+    ("k3 sign", LOSS, "(torch.exp(neg) - neg - 1.0)", "(torch.exp(neg) + neg - 1.0)", ALGOS),
+    ("k2 without the 1/2", LOSS, "return 0.5 * diff.pow(2)", "return diff.pow(2)", ALGOS),
+    ("clip_frac_high uses clip_low", LOSS, "high = ((r > 1.0 + clip_high)", "high = ((r > 1.0 + clip_low)", ALGOS),
+    ("truncation mask inverted", SAMP, "(~truncated.bool()).unsqueeze(1)", "truncated.bool().unsqueeze(1)", ALGOS),
+    ("overlong penalty uncapped", SAMP, "(over / buffer).clamp(max=1.0)", "(over / buffer)", ALGOS),
+    ("one scorable reward is informative", SAMP, "(valid.sum(dim=1) >= 2)", "(valid.sum(dim=1) >= 1)", ALGOS),
+    ("dapo: one mini-batch", PRE, "mini_batches=16),", "mini_batches=1),", ALGOS + ["tests/train/test_presets.py"]),
+    ("gspo: one mini-batch", PRE, "mini_batches=4),", "mini_batches=1),", ALGOS + ["tests/train/test_presets.py"]),
+    ("k1 allowed in the loss", PRE, "if coef > 0 and kind not in LOSS_KL_KINDS:", "if False:", ALGOS),
+    ("KL rows skipped with zero advantage", STEPPY, "if (ref is None and not algo.entropy_coef)",
+     "if (not algo.entropy_coef)", STEP),
+    ("old log-probs ignored", STEPPY, "old_lp = lp.detach() if old is None else old[rows].to(lp.device)",
+     "old_lp = lp.detach()", STEP),
+    ("no-grad forwards not micro-batched", STEPPY, "max(1, -(-n // max(1, algo.mini_batches * algo.grad_accum)))",
+     "n", STEP),
+    ("denominator counts padding", STEPPY, '        return mask.sum().clamp(min=1)\n    return (mask.sum(1) > 0)',
+     '        return mask.numel()\n    return (mask.sum(1) > 0)', STEP),
+    ("last completion token dropped", STEPPY, "t = max(1, int(mask.sum(1).max()))",
+     "t = max(1, int(mask.sum(1).max()) - 1)", STEP),
+    ("learner ignores temperature", STEPPY, "temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy",
+     "temperature=1.0, suppress_ids=suppress, with_entropy=with_entropy", STEP),
+    ("KL added with the wrong sign", STEPPY, "loss = loss + algo.kl_coef * kl", "loss = loss - algo.kl_coef * kl", STEP),
+    ("mask_truncated ignored", STEPPY, "    if algo.mask_truncated:\n", "    if False:\n", STEP),
+    ("reference is the policy", STEPPY, "return batch_logprobs(ref_model, batch, cfg, suppress, micro)",
+     "return batch_logprobs(model, batch, cfg, suppress, micro)", STEP),
+    ("zero-advantage skip drops the denominator", STEPPY, "denom = _denominator(mask[mb], algo.aggregation)",
+     "denom = _denominator(mask[mb[needed[mb]]], algo.aggregation)", STEP),
+    ("entropy bonus sign", STEPPY, "loss = loss - algo.entropy_coef * aggregate(ent,", "loss = loss + algo.entropy_coef * aggregate(ent,", STEP),
+    ("log-prob normaliser sign", LP, "x.gather(-1, tgt).squeeze(-1) - lse", "x.gather(-1, tgt).squeeze(-1) + lse",
+     ["tests/train/test_logprobs.py"]),
+    ("suppressed ids not applied", LP, "if suppress is not None:\n        x = x.index_fill", "if False:\n        x = x.index_fill",
+     ["tests/train/test_logprobs.py", "tests/rollout/test_hf.py"]),
+]
+
+
+def copy_checkout(root: Path) -> Path:
+    files = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"], capture_output=True,
+                           text=True, check=True).stdout.split()
+    dst = Path(tempfile.mkdtemp(prefix="mutants-")) / "repo"
+    for rel in files:
+        if (root / rel).is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / rel, dst / rel)
+    shutil.copytree(dst / "tasks", dst / "mmrlvr" / "tasks")  # what the package_dir install maps
+    return dst
+
+
+def run_tests(repo: Path, tests: list[str]) -> tuple[bool, float]:
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-m", "not slow and not gpu", "-p",
+                           "no:cacheprovider", *tests], cwd=repo, env=env, capture_output=True, text=True)
+    return proc.returncode == 0, time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-k", default="", help="only mutants whose name contains this")
+    args = parser.parse_args()
+    root = Path(__file__).resolve().parents[1]
+    repo = copy_checkout(root)
+    chosen = [m for m in MUTANTS if args.k in m[0]]
+    all_tests = sorted({t for m in chosen for t in m[4]})
+    ok, secs = run_tests(repo, all_tests)
+    if not ok:
+        sys.exit(f"the tests fail on the unmutated copy in {repo}; fix that first")
+    rows = []
+    for name, rel, old, new, tests in chosen:
+        path = repo / rel
+        text = path.read_text()
+        if text.count(old) != 1:
+            sys.exit(f"mutant {name!r}: {old!r} occurs {text.count(old)} times in {rel}")
+        path.write_text(text.replace(old, new))
+        try:
+            passed, secs = run_tests(repo, tests)
+        finally:
+            path.write_text(text)
+        rows.append({"mutant": name, "file": rel, "killed": not passed, "seconds": round(secs, 1)})
+        print(f"{'killed ' if not passed else 'SURVIVED'}  {rel:28s} {name}", flush=True)
+    killed = sum(r["killed"] for r in rows)
+    print(f"\nkilled {killed} of {len(rows)} mutants ({100 * killed / max(len(rows), 1):.0f}%)")
+    shutil.rmtree(repo.parent, ignore_errors=True)
+    if not args.k:
+        out = root / "benchmarks" / "results" / "mutation.json"
+        out.write_text(json.dumps({"killed": killed, "total": len(rows), "mutants": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
