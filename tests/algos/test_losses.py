@@ -129,3 +129,14 @@ def test_k1_in_the_loss_is_an_error_but_not_as_a_setting_without_kl():
     assert resolve_algo(AlgoConfig(algorithm="reinforce_pp"), 16).kl_kind == "k2"
     with pytest.raises(ValueError, match="kl_kind 'k5' unknown"):
         resolve_algo(AlgoConfig(algorithm="grpo", kl_kind="k5"), 16)
+
+
+def test_clip_fractions_use_their_own_bound():
+    # r = 1.25 with A > 0: inside clip-higher's 1.28 (not clipped), outside a symmetric 1.2 (clipped)
+    lp, old, adv, mask = torch.log(torch.tensor([[1.25, 0.75]])), torch.zeros(1, 2), torch.tensor([[1.0]]), torch.ones(1, 2)
+    _, higher = policy_loss(lp, old, adv, mask, clip_low=0.2, clip_high=0.28)
+    _, sym = policy_loss(lp, old, adv, mask, clip_low=0.2, clip_high=0.2)
+    assert higher["clip_frac_high"].item() == 0.0 and sym["clip_frac_high"].item() == 0.5
+    # r = 0.75 with A < 0: below 1 - 0.2, clipped low whatever clip_high is
+    _, low = policy_loss(lp, old, -adv, mask, clip_low=0.2, clip_high=0.28)
+    assert low["clip_frac_low"].item() == 0.5 and low["clip_frac_high"].item() == 0.0
