@@ -126,3 +126,17 @@ def test_reinforce_pp_kl_pulls_towards_the_reference(setup):
     d_moved, s_moved, _ = _update(setup, "reinforce_pp", ["kl_coef=1.0"], ref=moved)
     d_moved0, _, _ = _update(setup, "reinforce_pp", ["kl_coef=0.0"], ref=moved)
     assert s_moved["loss/kl"] > 0 and not _close(d_moved, d_moved0, 1e-3)
+
+
+def test_kl_keeps_zero_advantage_rows_in_the_forward(setup):
+    """A flat group has zero advantage but its KL term still pulls towards the reference: with a
+    KL, no row may be skipped (without one, zero-advantage rows are skipped)."""
+    flat = REWARDS.clone()
+    flat[3] = 1.0
+    moved = copy.deepcopy(setup[0]).eval().requires_grad_(False)
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    _, with_kl, _ = _update(setup, "reinforce_pp", ["kl_coef=1.0"], ref=moved, rewards=flat)
+    _, without, _ = _update(setup, "grpo", rewards=flat)
+    assert with_kl["actor/updated_seqs_frac"] == 1.0 and without["actor/updated_seqs_frac"] == 0.75
