@@ -1,0 +1,105 @@
+"""transformers <-> vLLM parameter names for Qwen2-VL, Qwen2.5-VL and Qwen3-VL, in one place.
+
+Weight sync hands vLLM (name, tensor) pairs in the *checkpoint* naming that vLLM's
+`model.load_weights` accepts; vLLM then renames them with its `hf_to_vllm_mapper` and packs
+q/k/v and gate/up projections into its fused parameters. `checkpoint_name` produces the first
+(peft wrappers stripped); `vllm_param_name` reproduces vLLM's renaming and packing, so that the
+engine can check at start-up that every policy weight lands on a vLLM parameter (a name that
+lands nowhere would otherwise leave vLLM sampling from stale weights), and so that the mapping
+has a CPU test. Mirrors vLLM's `vllm/model_executor/models/qwen2_vl.py`, `qwen2_5_vl.py` and
+`qwen3_vl.py` (`hf_to_vllm_mapper`, `packed_modules_mapping`, vision `stacked_params_mapping`).
+"""
+
+from __future__ import annotations
+
+import re
+
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+
+# checkpoint prefix -> vLLM prefix; the first match wins, so specific prefixes come first.
+# "model.language_model." / "model.visual." are transformers >= 4.52 names (what transformers 5
+# saves); "model." / "visual." are the original Qwen checkpoints' names.
+_PREFIXES = (
+    ("model.language_model.", "language_model.model."),
+    ("model.visual.", "visual."),
+    ("lm_head.", "language_model.lm_head."),
+    ("model.", "language_model.model."),
+    ("visual.", "visual."),
+)
+
+# fused parameters in vLLM: (regex on the vLLM name, fused module, shard id)
+_TEXT_PACKED = (
+    (r"\.self_attn\.q_proj\.", ".self_attn.qkv_proj.", "q"),
+    (r"\.self_attn\.k_proj\.", ".self_attn.qkv_proj.", "k"),
+    (r"\.self_attn\.v_proj\.", ".self_attn.qkv_proj.", "v"),
+    (r"\.mlp\.gate_proj\.", ".mlp.gate_up_proj.", 0),
+    (r"\.mlp\.up_proj\.", ".mlp.gate_up_proj.", 1),
+)
+_VISION_PACKED = {
+    "qwen2_vl": (),  # vision MLP is fc1/fc2, attention already fused as qkv
+    "qwen2_5_vl": ((r"\.mlp\.gate_proj\.", ".mlp.gate_up_proj.", 0), (r"\.mlp\.up_proj\.", ".mlp.gate_up_proj.", 1)),
+    "qwen3_vl": (),  # vision MLP is linear_fc1/linear_fc2
+}
+
+
+def _family(model_type: str) -> str:
+    fam = model_type.removesuffix("_text").removesuffix("_moe")
+    if fam not in FAMILIES:
+        raise ValueError(f"no vLLM weight mapping for model_type {model_type!r}; known: {', '.join(FAMILIES)}")
+    return fam
+
+
+def checkpoint_name(name: str) -> str | None:
+    """A policy state-dict name -> the checkpoint name vLLM loads; None for adapter-only tensors.
+
+    peft wraps the model as `base_model.model.<name>` and a LoRA layer's frozen weight as
+    `<module>.base_layer.weight`; the adapter's own `lora_A/B` tensors are merged into the base
+    weights before sync (or served as a LoRA adapter), never loaded as parameters.
+    """
+    if "lora_" in name or ".original_module." in name or "modules_to_save" in name:
+        return None
+    name = name.removeprefix("base_model.model.")
+    return name.replace(".base_layer.", ".")
+
+
+def vllm_param_name(name: str, model_type: str, tie_word_embeddings: bool = False) -> tuple[str, object] | None:
+    """A checkpoint name -> (vLLM parameter name, shard id or None); None if vLLM skips it."""
+    fam = _family(model_type)
+    for old, new in _PREFIXES:
+        if name.startswith(old):
+            name = new + name[len(old):]
+            break
+    else:
+        raise ValueError(f"parameter {name!r} has no vLLM counterpart for {model_type}")
+    if tie_word_embeddings and name.startswith("language_model.lm_head."):
+        return None  # vLLM ties lm_head to embed_tokens and skips the duplicate
+    packed = _TEXT_PACKED if name.startswith("language_model.") else _VISION_PACKED[fam]
+    for pattern, fused, shard in packed:
+        if re.search(pattern, name):
+            return re.sub(pattern, fused, name), shard
+    return name, None
+
+
+def sync_pairs(model) -> list[tuple[str, object]]:
+    """(checkpoint name, tensor) for every weight of the policy, LoRA adapters merged in.
+
+    With peft the adapter is merged for the copy and unmerged afterwards, as TRL and verl do,
+    so vLLM samples from base + adapter exactly as the learner's forward computes it.
+    """
+    inner = getattr(model, "module", model)
+    merged = hasattr(inner, "merge_adapter")
+    if merged:
+        inner.merge_adapter()
+    try:
+        pairs = []
+        for name, tensor in inner.state_dict().items():
+            ck = checkpoint_name(name)
+            if ck is None:
+                continue
+            if hasattr(tensor, "full_tensor"):  # FSDP2 shard: gather (every rank calls sync)
+                tensor = tensor.full_tensor()
+            pairs.append((ck, tensor.detach().clone() if merged else tensor.detach()))
+        return pairs
+    finally:
+        if merged:
+            inner.unmerge_adapter()
