@@ -90,6 +90,14 @@ class RolloutConfig:
     """Nucleus sampling threshold (< 1: the PPO ratio still uses the full tempered distribution)."""
     top_k: int = 0
     """Top-k sampling (0: off; > 0: the PPO ratio still uses the full tempered distribution)."""
+    engine: str = "hf"
+    """Rollout engine: hf (transformers generate, CPU or GPU) or vllm (extra `vllm`, GPUs, colocated)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """vllm: share of each GPU's memory vLLM may take (weights + KV cache); the learner has the rest."""
+    vllm_max_model_len: int = 4096
+    """vllm: longest prompt + completion in tokens (sizes the KV cache)."""
+    vllm_sleep: bool = True
+    """vllm: free vLLM's GPU memory between rollouts (sleep mode) so training can use it."""
 
 
 @dataclass

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from mmrlvr.config import ConfigError
+from mmrlvr.train.distributed import barrier, rank_world
 
 
 def _rng_state() -> dict:
@@ -30,27 +31,59 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
+def _sharded(accelerator) -> bool:
+    """FSDP / DeepSpeed: parameters and optimizer state live in pieces on the ranks."""
+    return accelerator is not None and str(accelerator.distributed_type).split(".")[-1] in ("FSDP", "DEEPSPEED")
+
+
 def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer, state: dict, keep: int = 2,
-                    scheduler=None) -> Path:
-    """Write checkpoints/step_<step>/ atomically and keep only the newest `keep`."""
+                    scheduler=None, accelerator=None, wrapped=None) -> Path:
+    """Write checkpoints/step_<step>/ atomically and keep only the newest `keep`.
+
+    With several processes every rank must call this (it is a collective): under FSDP/ZeRO the
+    full weights are gathered to rank 0, which writes a plain `from_pretrained` directory that
+    loads in one process; each rank adds its optimizer shard (FSDP/ZeRO) and its RNG state, so
+    the run resumes under the same launcher and world size. `model` is the unwrapped policy,
+    `wrapped` what `accelerator.prepare` returned.
+    """
+    rank, world = rank_world()
     root = Path(run_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    model.save_pretrained(tmp)
-    processor.save_pretrained(tmp)
-    blob = {"optimizer": optimizer.state_dict(), "rng": _rng_state()}
-    if scheduler is not None:
-        blob["scheduler"] = scheduler.state_dict()
-    torch.save(blob, tmp / "trainer_state.pt")
-    # sizes of every file, written last: a checkpoint whose files do not match is known to be broken
-    files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state, "files": files}, indent=1))
+    full = accelerator.get_state_dict(wrapped) if _sharded(accelerator) else None  # collective
+    if world == 1:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    else:  # one temporary directory every rank can name
+        tmp = root / f".tmp-step_{step}"
+        if rank == 0:
+            root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+        barrier()
+    if rank == 0:
+        model.save_pretrained(tmp, **({"state_dict": full} if full is not None else {}))
+        processor.save_pretrained(tmp)
+        blob = {"rng": _rng_state()}
+        if not _sharded(accelerator):  # DDP / one process: rank 0's optimizer state is everyone's
+            blob["optimizer"] = optimizer.state_dict()
+        if scheduler is not None:
+            blob["scheduler"] = scheduler.state_dict()
+        torch.save(blob, tmp / "trainer_state.pt")
+    if _sharded(accelerator):
+        torch.save(optimizer.state_dict(), tmp / f"optimizer_rank{rank}.pt")
+    if world > 1 and rank > 0:
+        torch.save(_rng_state(), tmp / f"rng_rank{rank}.pt")
+    barrier()
     final = root / f"step_{step}"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    for old in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    if rank == 0:
+        # sizes of every file (all ranks'), written last: a checkpoint whose files do not match is broken
+        files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+        (tmp / "state.json").write_text(json.dumps({"step": step, **state, "world_size": world, "files": files}, indent=1))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        for old in list_checkpoints(run_dir)[:-keep]:
+            shutil.rmtree(old, ignore_errors=True)
+    barrier()
     return final
 
 
@@ -127,12 +160,23 @@ def remove_partial_saves(run_dir: str | Path) -> list[Path]:
 
 def load_trainer_state(ckpt: Path, optimizer, scheduler=None) -> dict:
     """Restore optimizer, LR schedule and RNG states; return the saved state dict (step, data position...)."""
+    rank, world = rank_world()
+    state = json.loads((ckpt / "state.json").read_text())
+    saved_world = state.pop("world_size", 1)
     blob = torch.load(ckpt / "trainer_state.pt", weights_only=False)
-    optimizer.load_state_dict(blob["optimizer"])
+    shard = ckpt / f"optimizer_rank{rank}.pt"
+    if "optimizer" in blob:
+        optimizer.load_state_dict(blob["optimizer"])
+    elif saved_world != world or not shard.exists():
+        raise ValueError(f"{ckpt} holds optimizer shards of {saved_world} processes; resume it with "
+                         f"{saved_world} processes (this run has {world})")
+    else:
+        optimizer.load_state_dict(torch.load(shard, weights_only=False))
     if scheduler is not None and "scheduler" in blob:
         scheduler.load_state_dict(blob["scheduler"])
-    _set_rng_state(blob["rng"])
-    return json.loads((ckpt / "state.json").read_text())
+    rng = ckpt / f"rng_rank{rank}.pt"
+    _set_rng_state(torch.load(rng, weights_only=False) if rank > 0 and rng.exists() else blob["rng"])
+    return state
 
 
 RUN_FILES = ("checkpoints", "warm_start", "samples", "tensorboard", "metrics.jsonl", "summary.json", "config.yaml")

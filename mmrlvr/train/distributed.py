@@ -90,6 +90,15 @@ def reduce_metrics(metrics: dict) -> dict:
 SUMMED = {"rollout/dropped_groups"}
 
 
+def all_sum_dict(values: dict) -> dict:
+    """Sum named numbers over ranks; a name missing on a rank counts as 0 there."""
+    if rank_world()[1] == 1:
+        return dict(values)
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, {k: float(v) for k, v in values.items()})
+    return {k: sum(g.get(k, 0.0) for g in gathered) for k in sorted({k for g in gathered for k in g})}
+
+
 def barrier() -> None:
     if rank_world()[1] > 1:
         dist.barrier()
@@ -100,9 +109,30 @@ def _unwrap(model):
     return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
 
 
+def _visual(model):
+    return getattr(getattr(_unwrap(model), "model", None), "visual", None)
+
+
 def vision_tower_trainable(model) -> bool:
-    visual = getattr(getattr(_unwrap(model), "model", None), "visual", None)
+    visual = _visual(model)
     return visual is not None and any(p.requires_grad for p in visual.parameters())
+
+
+def vision_sharded(model) -> bool:
+    """FSDP2 (DTensor) or ZeRO-3 (`ds_id`) parameters: every forward is a collective."""
+    visual = _visual(model)
+    return visual is not None and any(
+        type(p).__name__ == "DTensor" or hasattr(p, "ds_id") for p in visual.parameters()
+    )
+
+
+def vision_needs_all_ranks(model, grad: bool) -> bool:
+    """Must a rank without media still run the vision tower? Only with several ranks, and then
+    for a training forward when the tower trains (DDP waits for its gradients) or whenever its
+    parameters are sharded (the all-gather waits for every rank)."""
+    if rank_world()[1] == 1:
+        return False
+    return (grad and vision_tower_trainable(model)) or vision_sharded(model)
 
 
 def dummy_vision_pass(model) -> torch.Tensor:

@@ -17,8 +17,9 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import Config, save_config
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.models.load import load_policy
-from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
+from mmrlvr.train.distributed import barrier, reduce_metrics
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
@@ -37,18 +38,20 @@ def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
     validate_config(cfg)  # every bad setting named before anything heavy runs
     run_dir = Path(cfg.output_dir)
-    if not cfg.train.resume:
-        clear_run_dir(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    remove_partial_saves(run_dir)  # a kill during a save leaves .tmp-* directories
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
     eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     # the resolved config: preset fields and defaults written out, so the file reruns this run
     resolved = dataclasses.replace(cfg, algo=algo, eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))
-    save_config(resolved, run_dir / "config.yaml")
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
+    is_main = accelerator.is_main_process  # only rank 0 writes the run directory
+    if is_main:
+        if not cfg.train.resume:
+            clear_run_dir(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        remove_partial_saves(run_dir)  # a kill during a save leaves .tmp-* directories
+        save_config(resolved, run_dir / "config.yaml")
+    barrier()
     start_trackers(accelerator, resolved, run_dir)
-    is_main = accelerator.is_main_process
     log = MetricsWriter(run_dir, accelerator, enabled=is_main)
     progress = Progress(cfg.train.steps, enabled=is_main)
     t_start = time.perf_counter()
@@ -60,7 +63,8 @@ def train(cfg: Config) -> dict:
     plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config may name code to run
     check_sample_verifiers([*train_set, *eval_set], plugins)
     ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
-    model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
+    with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
+        model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     model.to(accelerator.device)
     # the KL reference is the policy RL started from, also after a resume (None with LoRA: the
     # base model with the adapter switched off)
@@ -72,7 +76,7 @@ def train(cfg: Config) -> dict:
     model, optimizer = accelerator.prepare(model, optimizer)
     scheduler = make_scheduler(optimizer, cfg.train)  # stepped once per RL step, like verl
     policy = accelerator.unwrap_model(model)
-    engine = HFRolloutEngine(policy, processor)
+    engine = make_engine(cfg, policy, processor)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
 
@@ -112,14 +116,14 @@ def train(cfg: Config) -> dict:
         scheduler.step()
         engine.sync_weights(policy)
         # 6. log
-        metrics = {
+        metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)
             **batch.metrics, **stats, **tw.metrics,
             "reward/mean": batch.rewards.nanmean().item(),
             "actor/lr": lr,
             "time/update": time.perf_counter() - t1,
             "time/step": time.perf_counter() - t0,
             "data/bad_media": stream.pop_bad(),
-        }
+        })
         if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
             metrics.update(eval_metrics(cfg.task.name, run_eval()))
         log.log(step, metrics)
@@ -130,12 +134,14 @@ def train(cfg: Config) -> dict:
         progress.update(step, metrics)
         # 7. checkpoint (atomic), with the data position so a resumed run continues exactly
         state.update(step=step, data_pos=stream.pos)
-        if is_main and ((cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps):
-            save_checkpoint(run_dir, step, policy, processor, optimizer, state, scheduler=scheduler)
+        if (cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps:
+            save_checkpoint(run_dir, step, policy, processor, optimizer, state, scheduler=scheduler,
+                            accelerator=accelerator, wrapped=model)  # every rank: a collective
 
     stream.close()
     eval_after = run_eval()
     log.log(cfg.train.steps, eval_metrics(cfg.task.name, eval_after))
+    barrier()  # rank 0 has written every metrics line before anyone reads them back
     summary = _summary(cfg, state, eval_after, run_dir, time.perf_counter() - t_start)
     if is_main:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -12,6 +12,9 @@ from mmrlvr.algos.advantages import compute_advantages
 from mmrlvr.algos.losses import aggregate, kl_penalty, masked_mean, policy_loss
 from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty, truncation_mask
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
+from mmrlvr.train.distributed import (
+    all_max, all_reduce, all_sum_dict, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks,
+)
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.train.temporal import temporal_contrast
@@ -37,19 +40,36 @@ class PromptStream:
         return out
 
 
+def local_prompts(b: int, world: int) -> int:
+    """This rank's share of the global `rollout.prompts_per_step`."""
+    if b % world:
+        raise ValueError(f"rollout.prompts_per_step={b} must be divisible by the number of processes ({world})")
+    return b // world
+
+
 def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> RolloutBatch:
     """Sample G completions for B prompts and score them; with dynamic sampling, drop groups
-    whose rewards are all equal and sample again (at most `max_rounds` rounds)."""
-    b, g = cfg.rollout.prompts_per_step, cfg.rollout.group_size
+    whose rewards are all equal and sample again (at most `max_rounds` rounds).
+
+    With several processes every rank draws the same global prompts from its copy of the
+    stream and keeps its own contiguous share (whole groups), samples with its own seed, and
+    the ranks agree on the number of rounds, so streams and collective calls stay in step."""
+    rank, world = rank_world()
+    b, g = local_prompts(cfg.rollout.prompts_per_step, world), cfg.rollout.group_size
     collector = GroupCollector(b, filter_groups=algo.dynamic_sampling)
     metrics: dict = {}
     t_gen = t_score = 0.0
     n_tokens = 0
     last = None
-    while not collector.done and collector.rounds < max(1, algo.max_rounds):
-        prompts = stream.take(b - len(collector.kept) if algo.dynamic_sampling else b)
+    while True:
+        need = int(all_max(b - len(collector.kept) if algo.dynamic_sampling else b))
+        prompts = shard(stream.take(need * world), rank, world)
         t0 = time.perf_counter()
-        out = engine.rollout(prompts, g, cfg.rollout, seed=seed * 1000 + collector.rounds)
+        policy = getattr(engine, "model", None)
+        if policy is not None and not any(p.images or p.videos for p in prompts) and vision_needs_all_ranks(policy, grad=False):
+            with torch.no_grad():
+                dummy_vision_pass(policy)  # generate's prefill runs the tower on the other ranks
+        out = engine.rollout(prompts, g, cfg.rollout, seed=rank_seed(seed * 1000 + collector.rounds, rank, world))
         t1 = time.perf_counter()
         rewards, rmetrics, verdicts = score_completions(out.completions, prompts, g, cfg.rewards, scorer)
         # temporal contrast: the same frames shuffled, scored, not trained on -> a bonus per prompt
@@ -68,6 +88,9 @@ def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> Rollo
         ]
         collector.add(rewards, groups)
         last = (prompts, out, rewards, verdicts)
+        all_done = all_reduce([0.0 if collector.done else 1.0], "max")[0] == 0
+        if all_done or collector.rounds >= max(1, algo.max_rounds):
+            break
     if collector.rounds == 1 and not algo.dynamic_sampling:
         prompts, out, rewards, verdicts = last
         inputs = repeat_prompts(out.prompt_inputs, g)
@@ -141,6 +164,11 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
     return lp, ent
 
 
+def _has_media(batch: RolloutBatch, rows) -> bool:
+    inputs = batch.prompt_inputs
+    return any(inputs["_n_images"][r] or inputs["_n_videos"][r] for r in rows)
+
+
 def _micro_loss(model, batch: RolloutBatch, rows, adv, mask, old, ref, algo, cfg, suppress, denom):
     lp, ent = rows_logprobs(model, batch, rows, cfg, suppress, with_entropy=True,
                             entropy_grad=bool(algo.entropy_coef))
@@ -159,6 +187,8 @@ def _micro_loss(model, batch: RolloutBatch, rows, adv, mask, old, ref, algo, cfg
     if algo.entropy_coef:
         loss = loss - algo.entropy_coef * aggregate(ent, m, algo.aggregation, algo.norm_length, denom)
     stats["entropy"] = masked_mean(ent.detach(), m)
+    if not _has_media(batch, rows) and vision_needs_all_ranks(model, grad=True):
+        loss = loss + dummy_vision_pass(model).to(loss.device)  # keeps every rank's vision tower in step
     return loss, stats, m.sum()
 
 
@@ -167,8 +197,12 @@ def batch_logprobs(model, batch: RolloutBatch, cfg, suppress, micro: int | None 
     """(N, T) log-probs of every row, `micro` rows per forward (default: all at once)."""
     n = batch.completion_ids.shape[0]
     micro = micro or n
-    parts = [rows_logprobs(model, batch, list(range(s, min(n, s + micro))), cfg, suppress)[0]
-             for s in range(0, n, micro)]
+    parts = []
+    for s in range(0, n, micro):
+        rows = list(range(s, min(n, s + micro)))
+        if not _has_media(batch, rows) and vision_needs_all_ranks(model, grad=False):
+            dummy_vision_pass(model)  # sharded weights: the all-gather needs every rank
+        parts.append(rows_logprobs(model, batch, rows, cfg, suppress)[0])
     return torch.cat(parts, dim=0)
 
 
@@ -189,6 +223,7 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
     adv, mask = advantages_for(batch, cfg, algo)
     if token_weights is not None:
         adv = adv * token_weights.to(adv.dtype).detach()  # (N, 1) -> (N, T)
+    world = rank_world()[1]
     n = adv.shape[0]
     multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
     micro = micro_rows(n, algo)
@@ -206,11 +241,21 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
         order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
         for mb in [mb for mb in torch.tensor_split(order, algo.mini_batches) if len(mb)]:
             denom = _denominator(mask[mb], algo.aggregation)
+            if world > 1:  # the global mini-batch's tokens (or sequences): all ranks' together
+                denom = torch.full_like(denom, all_reduce([float(denom)])[0].item())
             active = mb[needed[mb]].tolist()
-            for rows in [m for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]:
-                rows = sorted(rows)
+            micros = [sorted(m) for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]
+            if world > 1:  # every rank runs grad_accum backward passes: DDP/FSDP/ZeRO stay in step
+                micros += [[]] * (algo.grad_accum - len(micros))
+            for rows in micros:
+                if not rows:  # a zero-weight pass over one row: this rank had nothing to update
+                    loss, _, _ = _micro_loss(model, batch, [int(mb[0])], adv, mask, old, ref, algo, cfg, suppress, denom)
+                    accelerator.backward(loss * 0.0)
+                    continue
                 loss, stats, ntok = _micro_loss(model, batch, rows, adv, mask, old, ref, algo, cfg, suppress, denom)
-                accelerator.backward(loss)
+                # DDP/FSDP/ZeRO average gradients over ranks; the loss is already divided by the
+                # global denominator, so undo the average to get the global sum
+                accelerator.backward(loss * world if world > 1 else loss)
                 for k, v in stats.items():
                     if k in ("policy", "kl"):
                         summed[k] = summed.get(k, 0.0) + float(v)
@@ -224,6 +269,13 @@ def update(model, ref_model, optimizer, accelerator, batch: RolloutBatch, cfg, a
             summed["grad_norm"] = summed.get("grad_norm", 0.0) + float(grad_norm)
             steps += 1
     steps = max(steps, 1)
+    if world > 1:  # the global batch's statistics, the same on every rank
+        totals = all_sum_dict({**{f"s/{k}": v for k, v in summed.items() if k != "grad_norm"},
+                               **{f"w/{k}": v for k, v in weighted.items()}, "tokens": tokens,
+                               "updated": float(updated), "n": float(n)})
+        summed.update({k[2:]: v for k, v in totals.items() if k.startswith("s/")})
+        weighted = {k[2:]: v for k, v in totals.items() if k.startswith("w/")}
+        tokens, updated, n = totals["tokens"], totals["updated"], totals["n"]
     out = {f"actor/{k}": v / max(tokens, 1.0) for k, v in weighted.items()}
     out["loss/policy"] = summed.get("policy", 0.0) / steps
     out["loss/kl"] = summed.get("kl", 0.0) / steps

@@ -1,0 +1,27 @@
+"""Pick the rollout engine named by `rollout.engine`: the one place the loop learns which."""
+
+from __future__ import annotations
+
+ENGINES = ("hf", "vllm")
+
+
+def make_engine(cfg, policy, processor):
+    """An engine sampling from `policy`'s current weights; vLLM is imported only when chosen."""
+    kind = cfg.rollout.engine
+    if kind == "hf":
+        from mmrlvr.rollout.hf import HFRolloutEngine
+
+        return HFRolloutEngine(policy, processor)
+    if kind == "vllm":
+        from mmrlvr.models.load import resolve_model_path
+        from mmrlvr.rollout.vllm import VLLMRolloutEngine
+
+        base = getattr(policy, "get_base_model", lambda: policy)()
+        engine = VLLMRolloutEngine(
+            resolve_model_path(cfg.model.path), processor, base.config, dtype=cfg.model.dtype,
+            gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
+            max_model_len=cfg.rollout.vllm_max_model_len, sleep=cfg.rollout.vllm_sleep, seed=cfg.seed,
+        )
+        engine.sync_weights(policy)  # warm-started or resumed weights differ from the directory's
+        return engine
+    raise ValueError(f"rollout.engine {kind!r} unknown; known: {', '.join(ENGINES)}")
