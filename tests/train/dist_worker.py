@@ -1,0 +1,144 @@
+"""One RL update on a fixed global batch, in 1 process or under `torchrun` (gloo, CPU).
+
+Used by tests/train/test_distributed.py: the same global batch and seed must give the same loss
+and weights whatever the number of processes. The global batch mixes an image prompt, a video
+prompt and two text-only prompts; with 2 ranks, rank 1 holds only the text-only ones, so its
+vision tower must still run (zero-weight) or DDP would wait forever for its gradients.
+
+    torchrun --nproc_per_node 2 tests/train/dist_worker.py <tiny_dir> <out_dir>
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+B, G = 4, 4
+# rewards per prompt (B, G): prompt 0 and 1 carry signal; prompts 2 and 3 (rank 1's in a 2-process
+# run) are all-equal, zero advantage: rank 1 then has nothing to update and only pads its passes
+REWARDS = [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
+
+
+def mixed_samples() -> list:
+    from mmrlvr.types import Sample
+
+    def msg(*kinds, text):
+        return ({"role": "user", "content": [{"type": k} for k in kinds] + [{"type": "text", "text": text}]},)
+
+    frames = np.random.default_rng(0).integers(0, 255, (4, 56, 56, 3), dtype=np.uint8)
+    return [
+        Sample("img", msg("image", text="How many red shapes?"), 1, images=(Image.new("RGB", (112, 112), (200, 30, 30)),)),
+        Sample("vid", msg("video", text="Which way does it move?"), 0, videos=(frames,)),
+        Sample("txt1", msg(text="Count to three."), 3),
+        Sample("txt2", msg(text="How many sides has a square?"), 4),
+    ]
+
+
+def stream_samples() -> list:
+    """Eight prompts with distinct ids for the sharded stream (two of each kind)."""
+    import dataclasses
+
+    return [dataclasses.replace(s, id=f"{s.id}-{i}") for i in range(2) for s in mixed_samples()]
+
+
+def config():
+    from mmrlvr.config import load_config
+
+    return load_config("configs/quickstart.yaml", [
+        f"rollout.prompts_per_step={B}", f"rollout.group_size={G}", "rollout.max_new_tokens=6",
+        "algo.grad_accum=2", "train.max_grad_norm=1000", "verifier_workers=0",
+    ])
+
+
+def global_batch(model, processor, cfg):
+    """The same rollout batch on every rank: sampled with one seed before any sharding."""
+    from mmrlvr.data.collate import repeat_prompts
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.types import RolloutBatch, Verdict
+
+    engine = HFRolloutEngine(model, processor)
+    samples = mixed_samples()
+    out = engine.rollout(samples, G, cfg.rollout, seed=0)
+    n = B * G
+    # uneven lengths (as if some completions stopped early), so the token-mean loss is not 0
+    keep = torch.tensor([2 + i % 5 for i in range(n)])
+    mask = out.completion_mask * (torch.arange(out.completion_mask.shape[1]) < keep[:, None])
+    ids = torch.where(mask.bool(), out.completion_ids, engine.pad_id)
+    return RolloutBatch(samples, repeat_prompts(out.prompt_inputs, G), ids, mask,
+                        torch.zeros(n, dtype=torch.bool), torch.tensor(REWARDS), [c.text for c in out.completions],
+                        [Verdict(0.0)] * n, {}), engine.suppress_ids
+
+
+def shard_batch(batch, rank: int, world: int):
+    """Rank `rank`'s whole groups of a global batch, as `collect` would have produced them."""
+    from mmrlvr.data.collate import select_rows
+    from mmrlvr.types import RolloutBatch
+
+    k = len(batch.samples) // world
+    p = slice(rank * k, (rank + 1) * k)
+    rows = list(range(rank * k * G, (rank + 1) * k * G))
+    return RolloutBatch(batch.samples[p], select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows],
+                        batch.completion_mask[rows], batch.truncated[rows], batch.rewards[p],
+                        [batch.texts[r] for r in rows], [batch.verdicts[r] for r in rows], {})
+
+
+def run(tiny_dir: str, out_dir: str) -> dict:
+    from accelerate import Accelerator
+    from accelerate.utils import InitProcessGroupKwargs
+
+    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.models.load import load_policy
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.train.distributed import rank_world
+    from mmrlvr.train.step import PromptStream, collect, update
+    from mmrlvr.verifiers.score import InProcessScorer
+
+    # a short collective time-out: a rank left waiting fails the test instead of hanging CI
+    launched = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    handlers = [InitProcessGroupKwargs(backend="gloo", timeout=timedelta(seconds=60))] if launched else []
+    accelerator = Accelerator(cpu=True, kwargs_handlers=handlers)
+    torch.set_num_threads(1)
+    rank, world = rank_world()
+    cfg = config()
+    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    torch.manual_seed(0)
+    model, processor = load_policy(tiny_dir)
+    batch, suppress = global_batch(model, processor, cfg)
+    local = shard_batch(batch, rank, world)
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    # SGD, not Adam: Adam's first step hardly depends on the gradient's scale, SGD's is the gradient
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+    wrapped, optimizer = accelerator.prepare(model, optimizer)
+    stats = update(wrapped, None, optimizer, accelerator, local, cfg, algo, suppress, seed=1)
+    policy = accelerator.unwrap_model(wrapped)
+    delta = {k: (v.detach() - before[k]) for k, v in policy.state_dict().items()}
+
+    # the loop's own path: prompts drawn from one stream, each rank keeps its share
+    stream = PromptStream(stream_samples(), seed=5)
+    drawn = collect(HFRolloutEngine(policy, processor), stream, InProcessScorer(), cfg, algo, seed=3)
+    ids = [None] * world
+    if world > 1:
+        torch.distributed.all_gather_object(ids, [s.id for s in drawn.samples])
+    else:
+        ids = [[s.id for s in drawn.samples]]
+    result = {"loss": stats["loss/policy"], "entropy": stats.get("actor/entropy"), "ids": ids,
+              "expected_ids": [s.id for s in PromptStream(stream_samples(), seed=5).take(B)],
+              "stream_pos": stream.pos, "world": world, "updated": stats["actor/updated_seqs_frac"]}
+    if rank == 0:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        torch.save(delta, out / "delta.pt")
+        (out / "result.json").write_text(json.dumps(result))
+    accelerator.wait_for_everyone()
+    return result
+
+
+if __name__ == "__main__":
+    run(sys.argv[1], sys.argv[2])
