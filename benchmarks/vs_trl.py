@@ -234,6 +234,9 @@ def main() -> int:
             per["mmrlvr"][f"rss_vs_{ref}"] = ratios[ref]["rss_ratio"]
         rows += list(per.values())
         report["results"][_shape_name(shape)] = {**per, "ratios": ratios, "raw": runs}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1))  # the shapes are kept even if scaling fails
     if args.scaling:
         one = _run_child("mmrlvr", warm, BASE, steps, work / "scaling_1proc")
         two = _run_child("mmrlvr", warm, BASE, steps, work / "scaling_2proc", procs=2)

@@ -56,3 +56,26 @@ def test_ranks_draw_different_prompts_from_one_stream(runs):
     # the two shards are, in order, the global draw of the one-process run
     assert rank0 + rank1 == two["expected_ids"] == one["ids"][0]
     assert two["stream_pos"] == one["stream_pos"] == 4  # every rank's stream advanced by the global batch
+
+
+@pytest.mark.slow
+def test_two_process_run_checkpoints_load_in_one_process_and_resume(tmp_path):
+    """`mmrlvr train` under torchrun: rank 0 alone writes the run directory; the checkpoint is a
+    from_pretrained directory; the run resumes under the same launcher and continues the steps."""
+    from mmrlvr.models.load import load_policy
+
+    out = tmp_path / "run"
+    base = ["-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", f"output_dir={out}", "warm_start.steps=0",
+            "task.train_size=64", "task.eval_size=4", "eval.batch_size=4", "rollout.prompts_per_step=4",
+            "rollout.group_size=2", "rollout.max_new_tokens=4", "verifier_workers=0", "train.save_every=1"]
+    first = _torchrun([*base, "train.steps=2", "train.resume=false"])
+    assert first.returncode == 0, first.stderr[-4000:]
+    state = json.loads((out / "checkpoints" / "step_2" / "state.json").read_text())
+    assert state["world_size"] == 2 and state["data_pos"] == 8  # 2 steps x 4 global prompts
+    second = _torchrun([*base, "train.steps=3", "train.resume=true"])
+    assert second.returncode == 0, second.stderr[-4000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2, 3]  # one writer, no step twice
+    assert json.loads((out / "checkpoints" / "step_3" / "state.json").read_text())["data_pos"] == 12
+    model, _ = load_policy(str(out / "checkpoints" / "step_3"))  # one process, no launcher
+    assert sum(p.numel() for p in model.parameters()) > 0
