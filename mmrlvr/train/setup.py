@@ -27,7 +27,10 @@ def set_threads_and_seed(cfg: Config, log_with: list[str] | None = None):
 
     torch.set_num_threads(cfg.threads)
     trackers = [_tracker(name, cfg.output_dir) for name in (log_with or [])]
-    accelerator = Accelerator(cpu=cfg.device == "cpu", log_with=trackers or None, project_dir=cfg.output_dir)
+    # "auto" without CUDA must say cpu=True: otherwise accelerate treats a torchrun/gloo launch
+    # as a single process on every rank (DistributedType.NO), with no gradient averaging
+    cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
+    accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir)
     if accelerator.device.type == "cpu":
         torch.set_num_threads(cfg.threads)
     set_seed(cfg.seed)
