@@ -6,15 +6,20 @@ import resource
 from pathlib import Path
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
 
 
 def warm_start_dir(work: Path, seed: int = 0, config: str = "configs/quickstart.yaml") -> Path:
     """A warm-started tiny model (built once, then reused): the common start of every contender."""
+    from mmrlvr.tasks import load_task
+    from mmrlvr.train.progress import Progress
+    from mmrlvr.train.setup import prepare_policy, task_args
+
     done = work / "warm" / "warm_start"
-    if not (done / "warm_start.json").exists():
-        train(load_config(config, [f"seed={seed}", f"output_dir={work / 'warm'}", "train.steps=0",
-                                   "train.resume=false", "verifier_workers=0"]))
+    if not (done / "warm_start.json").exists():  # the supervised warm start alone, no RL step
+        cfg = load_config(config, [f"seed={seed}", f"output_dir={work / 'warm'}", "verifier_workers=0"])
+        train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **task_args(cfg))
+        (work / "warm").mkdir(parents=True, exist_ok=True)
+        prepare_policy(cfg, None, train_set, work / "warm", Progress(0, enabled=False))
     return done
 
 

@@ -74,7 +74,7 @@ def collect(engine, stream: PromptStream, scorer, cfg, algo, seed: int) -> Rollo
         rewards, rmetrics, verdicts = score_completions(out.completions, prompts, g, cfg.rewards, scorer)
         # temporal contrast: the same frames shuffled, scored, not trained on -> a bonus per prompt
         rewards, tmetrics = temporal_contrast(engine, prompts, rewards, verdicts, cfg, scorer,
-                                              seed=seed * 1000 + 500 + collector.rounds)
+                                              seed=rank_seed(seed * 1000 + 500 + collector.rounds, rank, world))
         t_score += time.perf_counter() - t1
         t_gen += t1 - t0
         n_tokens += int(out.completion_mask.sum())
