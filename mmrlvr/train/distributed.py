@@ -87,7 +87,7 @@ def reduce_metrics(metrics: dict) -> dict:
     return out
 
 
-SUMMED = {"rollout/dropped_groups"}
+SUMMED = {"rollout/dropped_groups", "data/bad_media"}
 
 
 def all_sum_dict(values: dict) -> dict:
