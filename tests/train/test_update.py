@@ -93,3 +93,26 @@ def test_prompt_stream_resumes_at_its_position_and_reshuffles_each_pass():
     assert PromptStream(list(range(10)), seed=0, pos=13).take(12) == full[13:]
     assert sorted(full[:10]) == list(range(10)) and sorted(full[10:20]) == list(range(10))
     assert full[:10] != full[10:20]  # a new order every pass
+
+
+def test_token_mean_divides_by_valid_tokens_only(fresh_tiny):
+    """On-policy (ratio 1) the PPO loss is -sum_i A_i * L_i / sum_i L_i for token-mean, where L_i
+    counts row i's valid tokens: padding must not enter the denominator.
+
+    Rows 0 and 5 are cut to 2 and 3 tokens, so padding is a large share of the (8, 6) grid and a
+    denominator of mask.numel() = 48 would give a clearly different loss."""
+    from mmrlvr.algos.advantages import compute_advantages
+
+    model, processor = fresh_tiny
+    cfg = load_config(None, ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
+                             "train.max_grad_norm=1e9", "algo.aggregation=token-mean"])
+    algo = resolve_algo(cfg.algo, 6)
+    batch, suppress = _batch(model, processor, cfg, algo)
+    batch.completion_mask[0, 2:] = 0
+    batch.completion_mask[5, 3:] = 0
+    lengths = batch.completion_mask.sum(1).float()
+    assert lengths.sum() < batch.completion_mask.numel()  # there is padding to get wrong
+    adv = compute_advantages(algo.advantage, batch.rewards).reshape(-1)
+    expected = -(adv * lengths).sum() / lengths.sum()
+    _, stats = _apply(model, batch, cfg, algo, suppress)
+    assert stats["loss/policy"] == pytest.approx(expected.item(), abs=1e-5)
