@@ -106,11 +106,11 @@ def run_tests(repo: Path, tests: list[str]) -> tuple[bool, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("-k", default="", help="only mutants whose name contains this")
+    parser.add_argument("-k", default="", help="only mutants whose name contains this (several: a|b|c)")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     repo = copy_checkout(root)
-    chosen = [m for m in MUTANTS if args.k in m[0]]
+    chosen = [m for m in MUTANTS if any(k in m[0] for k in args.k.split("|"))]
     all_tests = sorted({t for m in chosen for t in m[4]})
     ok, secs = run_tests(repo, all_tests)
     if not ok:

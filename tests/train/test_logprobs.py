@@ -115,3 +115,21 @@ def test_update_runs_old_and_reference_forwards_in_training_micro_batches(fresh_
     assert ref_rows == [3, 3, 3, 3]
     assert rows[:4] == [3, 3, 3, 3]  # old log-probs (no grad), then the 4 training micro-batches
     assert max(rows) == 3 and sum(rows) == 24
+
+
+def test_step_logprobs_use_the_rollout_temperature(fresh_tiny):
+    """The step's own log-prob path (what the ratio and KL use) must apply the sampler's
+    temperature: at 1.3 its log-probs equal the sampler's processed scores, not the raw ones."""
+    from mmrlvr.data.collate import repeat_prompts
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.train.step import batch_logprobs
+    from mmrlvr.tasks import load_task
+
+    model, batch, cfg, _, suppress = _batch(fresh_tiny)
+    engine = HFRolloutEngine(model, fresh_tiny[1])
+    out = engine.rollout(load_task("counting", "train", 3, 0), 4, cfg.rollout, seed=1, return_logprobs=True)
+    batch.prompt_inputs = repeat_prompts(out.prompt_inputs, 4)
+    batch.completion_ids, batch.completion_mask = out.completion_ids, out.completion_mask
+    lp = batch_logprobs(model, batch, cfg, suppress)
+    m = out.completion_mask.bool()
+    assert (lp - out.sampler_logprobs)[m].abs().max().item() < 1e-4

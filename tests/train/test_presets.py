@@ -140,3 +140,43 @@ def test_kl_keeps_zero_advantage_rows_in_the_forward(setup):
     _, with_kl, _ = _update(setup, "reinforce_pp", ["kl_coef=1.0"], ref=moved, rewards=flat)
     _, without, _ = _update(setup, "grpo", rewards=flat)
     assert with_kl["actor/updated_seqs_frac"] == 1.0 and without["actor/updated_seqs_frac"] == 0.75
+
+
+def _two_updates(setup, algorithm, overrides, ref=None, lr=0.05):
+    """Stats of two successive `update`s of one copy of the model on a batch with all-equal
+    groups: the policy term is 0, so only the KL or entropy term moves the weights."""
+    from accelerate import Accelerator
+
+    model, batch, cfg, suppress = setup
+    cfg = copy.deepcopy(cfg)
+    cfg.algo.algorithm = algorithm
+    for key, value in overrides.items():
+        setattr(cfg.algo, key, value)
+    algo = resolve_algo(cfg.algo, 8)
+    batch = copy.copy(batch)
+    batch.rewards = torch.ones_like(REWARDS)
+    model = copy.deepcopy(model).train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    first = update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
+    second = update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=1)
+    torch.set_num_threads(1)
+    return first, second
+
+
+def test_kl_term_moves_the_policy_towards_the_reference(setup):
+    """With zero advantages the only gradient is the KL's: one step must lower it (a KL added
+    with the wrong sign would raise it)."""
+    moved = copy.deepcopy(setup[0]).eval().requires_grad_(False)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in moved.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    first, second = _two_updates(setup, "reinforce_pp", {"kl_coef": 1.0}, ref=moved)
+    assert first["loss/kl"] > 0 and second["loss/kl"] < first["loss/kl"]
+
+
+def test_entropy_bonus_raises_the_entropy(setup):
+    """With zero advantages and entropy_coef > 0 the only gradient is the bonus: one step must
+    raise the policy's entropy (a bonus with the wrong sign would lower it)."""
+    first, second = _two_updates(setup, "grpo", {"entropy_coef": 1.0})
+    assert second["actor/entropy"] > first["actor/entropy"]
