@@ -15,6 +15,7 @@ import random
 
 from PIL import Image, ImageDraw
 
+from mmrlvr.data.synthetic import draw_shape
 from mmrlvr.types import Sample
 
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30)}
@@ -31,14 +32,7 @@ def _draw(cells: list[tuple[int, str, str]], rng: random.Random) -> Image.Image:
         size = rng.randint(14, 22)
         x0 = c * CELL + rng.randint(1, CELL - size - 1)
         y0 = r * CELL + rng.randint(1, CELL - size - 1)
-        box = (x0, y0, x0 + size, y0 + size)
-        fill = COLORS[color]
-        if shape == "circle":
-            draw.ellipse(box, fill=fill)
-        elif shape == "square":
-            draw.rectangle(box, fill=fill)
-        else:
-            draw.polygon([(x0 + size / 2, y0), (x0, y0 + size), (x0 + size, y0 + size)], fill=fill)
+        draw_shape(draw, shape, x0, y0, size, COLORS[color])
     return img
 
 

@@ -29,7 +29,7 @@ from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
 from mmrlvr.data.prompts import build_messages, instruction
-from mmrlvr.data.synthetic import png_bytes, seeded_items
+from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
 
 COLUMNS = {
@@ -135,13 +135,7 @@ def _draw(placed: tuple) -> Image.Image:
     img = Image.new("RGB", (SIZE, SIZE), (235, 235, 235))
     d = ImageDraw.Draw(img)
     for color, shape, x0, y0, size in placed:
-        box, fill = (x0, y0, x0 + size, y0 + size), COLORS[color]
-        if shape == "circle":
-            d.ellipse(box, fill=fill)
-        elif shape == "square":
-            d.rectangle(box, fill=fill)
-        else:
-            d.polygon([(x0 + size / 2, y0), (x0, y0 + size), (x0 + size, y0 + size)], fill=fill)
+        draw_shape(d, shape, x0, y0, size, COLORS[color])
     return img
 
 

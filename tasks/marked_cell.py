@@ -16,6 +16,7 @@ import random
 
 from PIL import Image, ImageDraw
 
+from mmrlvr.data.synthetic import draw_shape
 from mmrlvr.types import Sample
 
 COLORS = {
@@ -37,13 +38,7 @@ def _draw(grid: int, layout: tuple, rng: random.Random) -> Image.Image:
         size = rng.randint(12, 18)
         x0 = c * CELL + rng.randint(4, CELL - size - 4)
         y0 = r * CELL + rng.randint(4, CELL - size - 4)
-        box, fill = (x0, y0, x0 + size, y0 + size), COLORS[color]
-        if shape == "circle":
-            draw.ellipse(box, fill=fill)
-        elif shape == "square":
-            draw.rectangle(box, fill=fill)
-        else:
-            draw.polygon([(x0 + size / 2, y0), (x0, y0 + size), (x0 + size, y0 + size)], fill=fill)
+        draw_shape(draw, shape, x0, y0, size, COLORS[color])
     for cell, outline in [(marked, (0, 0, 0))] + [(d, (150, 150, 150)) for d in decoys]:
         r, c = divmod(cell, grid)
         draw.rectangle((c * CELL, r * CELL, c * CELL + CELL - 1, r * CELL + CELL - 1), outline=outline, width=2)

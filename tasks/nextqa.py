@@ -9,11 +9,11 @@ Whole videos are held out for eval (by a hash of the id), so no clip is in both 
 
 from __future__ import annotations
 
-import json
 import zlib
 from pathlib import Path
 
 from mmrlvr.data.media import VideoRef
+from mmrlvr.jsonl import iter_jsonl
 from mmrlvr.types import Sample
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
@@ -35,13 +35,7 @@ def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, di
                     raise ValueError(f"{path}:{n}: missing field {missing[0]!r}")
                 rows.append((n, row))
         return rows
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+    for n, row in iter_jsonl(path):
         missing = [k for k in required if k not in row] if isinstance(row, dict) else ["(not an object)"]
         if missing:
             raise ValueError(f"{path}:{n}: missing field {missing[0]!r}")

@@ -17,6 +17,18 @@ def png_bytes(img: Image.Image) -> bytes:
     return buf.getvalue()
 
 
+def draw_shape(draw, shape: str, x0: float, y0: float, size: float, fill) -> None:
+    """A filled circle, square or (upward) triangle in the size x size box at (x0, y0): the shapes
+    every synthetic board task draws, in one place so they look the same everywhere."""
+    box = (x0, y0, x0 + size, y0 + size)
+    if shape == "circle":
+        draw.ellipse(box, fill=fill)
+    elif shape == "square":
+        draw.rectangle(box, fill=fill)
+    else:
+        draw.polygon([(x0 + size / 2, y0), (x0, y0 + size), (x0 + size, y0 + size)], fill=fill)
+
+
 def seeded_items(name: str, split: str, size: int, seed: int, draw: Callable[[random.Random], Hashable],
                  eval_size: int = 256, max_tries: int = 100,
                  key: Callable[[Hashable], Hashable] = lambda item: item) -> tuple[list, random.Random]:

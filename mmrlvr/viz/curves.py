@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import fnmatch
-import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
+
+from mmrlvr.jsonl import iter_jsonl
 
 # The panels a person looks at first; patterns expand to every matching metric of any run.
 DEFAULT_METRICS = (
@@ -25,13 +26,7 @@ def read_metrics(path: str | Path) -> list[dict]:
     """Rows of a run's metrics.jsonl (a run directory or the file); bad lines name file:line."""
     path = metrics_path(path)
     rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    for lineno, row in iter_jsonl(path):
         if not isinstance(row, dict) or not isinstance(row.get("step"), (int, float)):
             raise ValueError(f"{path}:{lineno}: expected an object with a numeric 'step'")
         rows.append(row)

@@ -9,10 +9,11 @@ with weight 0 is nearly white, a token at the record's top weight is the full co
 from __future__ import annotations
 
 import html
-import json
 import re
 from pathlib import Path
 from typing import Sequence
+
+from mmrlvr.jsonl import iter_jsonl
 
 ROLE_COLORS = {  # colour-blind-safe hues (Okabe-Ito)
     "perception": (0, 114, 178),  # blue
@@ -60,16 +61,7 @@ def read_token_roles(path: str | Path, step: int | None = None) -> list[dict]:
     path = Path(path)
     if path.is_dir():
         path = token_roles_path(path, step)
-    rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-        rows.append(_check_record(row, f"{path}:{lineno}"))
-    return rows
+    return [_check_record(row, f"{path}:{lineno}") for lineno, row in iter_jsonl(path)]
 
 
 def token_color(label: str, weight: float, top: float) -> tuple[int, int, int]:
