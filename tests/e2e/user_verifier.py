@@ -10,3 +10,11 @@ from mmrlvr.types import Verdict
 def even_length(completion: str, sample) -> Verdict:
     even = len(completion) % 2 == 0
     return Verdict(float(even), "even length" if even else "odd length", {"length": float(len(completion))})
+
+
+def even_length_odd_ids(completion: str, sample) -> Verdict:
+    """`even_length` on samples whose id ends in an odd digit, 0 on the others: half the prompts
+    always give an all-equal group, so dynamic sampling is sure to drop and resample."""
+    if sample.id[-1:].isdigit() and int(sample.id[-1]) % 2 == 0:
+        return Verdict(0.0, "even id: constant reward")
+    return even_length(completion, sample)
