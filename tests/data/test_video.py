@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import mmrlvr.data.media as media
+import mmrlvr.data.video as video_module
 from mmrlvr.data.media import (
     MediaError, ShuffledVideo, VideoRef, decode_video, fit_pixels, fit_total_pixels, load_video,
     processor_metadata, sample_indices,
@@ -109,7 +110,7 @@ def test_gif_through_the_fallbacks(gif, monkeypatch):
     assert meta["backend"] == "pyav" and meta["fps"] == 10.0 and meta["total_frames"] == 6
     assert frames.shape == (6, 40, 60, 3)
     assert [int(f.mean()) for f in frames] == [0, 30, 60, 90, 120, 150]
-    monkeypatch.setattr(media, "VIDEO_BACKENDS", ("opencv",))
+    monkeypatch.setattr(video_module, "VIDEO_BACKENDS", ("opencv",))
     cv, cmeta = load_video(gif, nframes=6)
     assert cmeta["backend"] == "opencv" and np.array_equal(cv, frames)
 
@@ -118,7 +119,7 @@ def test_gif_through_the_fallbacks(gif, monkeypatch):
 def test_avi_through_each_fallback(shared_data, monkeypatch, backend):
     path = shared_data / "video_clips" / AVI
     ref, rmeta = load_video(path, nframes=6, max_pixels=4800)
-    monkeypatch.setattr(media, "VIDEO_BACKENDS", (backend,))
+    monkeypatch.setattr(video_module, "VIDEO_BACKENDS", (backend,))
     frames, meta = load_video(path, nframes=6, max_pixels=4800)
     assert meta["backend"] == backend and meta["frame_indices"] == rmeta["frame_indices"]
     assert meta["total_frames"] == 164 and frames.shape == ref.shape == (6, 60, 80, 3)
