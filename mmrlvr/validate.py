@@ -239,6 +239,10 @@ def _check_task(cfg: Config) -> Iterable[str]:
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return
     known = [n for n in params if n not in ("split", "size", "seed")]
+    if "eval_size" in params and cfg.task.args.get("eval_size", cfg.task.eval_size) != cfg.task.eval_size:
+        yield _line("task.args.eval_size", cfg.task.args["eval_size"],
+                    f"expected nothing, or task.eval_size ({cfg.task.eval_size}): one size drives the held-out split "
+                    "and what training excludes")
     for arg in cfg.task.args:
         if arg not in known:
             yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: {', '.join(known)}")

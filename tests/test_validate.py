@@ -29,6 +29,7 @@ CASES = [
     ("task.name=no_such_task", "task.name='no_such_task': a task module; known: "),
     ("task.max_bad_media_frac=1.5", "task.max_bad_media_frac=1.5: expected a fraction in [0, 1]"),
     ("task.args.max_blue=3", "task.args.max_blue=3: not an argument of task 'counting'; known: max_red"),
+    ("task.args.eval_size=100", "task.args.eval_size=100: expected nothing, or task.eval_size (256)"),
     ("model.dtype=float64", "model.dtype='float64': expected one of float32, bfloat16, float16"),
     ("model.path=/no/such/model", "model.path='/no/such/model': 'tiny', an existing local directory or a hub name"),
     ("model.path=runs/x/checkpoints/step_9", "model.path='runs/x/checkpoints/step_9': 'tiny', an existing local"),

@@ -181,7 +181,9 @@ def task_args(cfg: Config) -> dict:
         return args  # load_task reports the unknown task
     if "eval_size" in inspect.signature(build).parameters:
         if args.get("eval_size", cfg.task.eval_size) != cfg.task.eval_size:
-            raise ValueError(
+            from mmrlvr.config import ConfigError  # validate_config names this first; kept for direct callers
+
+            raise ConfigError(
                 f"task.args.eval_size={args['eval_size']} differs from task.eval_size={cfg.task.eval_size}: "
                 "the held-out boards excluded from training must be the ones evaluated; set only task.eval_size"
             )
