@@ -31,9 +31,30 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def _sharded(accelerator) -> bool:
+def _fsdp2(model) -> bool:
+    """Parameters are FSDP2 shards (DTensor), however the model was sharded (accelerate, torch)."""
+    return any(type(p).__name__ == "DTensor" for p in model.parameters())
+
+
+def _sharded(accelerator, model) -> bool:
     """FSDP / DeepSpeed: parameters and optimizer state live in pieces on the ranks."""
-    return accelerator is not None and str(accelerator.distributed_type).split(".")[-1] in ("FSDP", "DEEPSPEED")
+    kind = str(getattr(accelerator, "distributed_type", "")).split(".")[-1]
+    return kind in ("FSDP", "DEEPSPEED") or _fsdp2(model)
+
+
+def _full_state_dict(model, accelerator, wrapped) -> dict | None:
+    """The full weights on rank 0 (a collective), or None when the model is not sharded.
+
+    FSDP2 shards are gathered with torch's `get_model_state_dict` (the call accelerate makes for
+    FSDP2): saving the sharded module as it is would write each rank's DTensor pieces, which
+    safetensors refuses. DeepSpeed ZeRO goes through accelerate (16-bit consolidation)."""
+    if _fsdp2(model):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    if _sharded(accelerator, model):
+        return accelerator.get_state_dict(wrapped)
+    return None
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer, state: dict, keep: int = 2,
@@ -48,7 +69,8 @@ def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer,
     """
     rank, world = rank_world()
     root = Path(run_dir) / "checkpoints"
-    full = accelerator.get_state_dict(wrapped) if _sharded(accelerator) else None  # collective
+    full = _full_state_dict(model, accelerator, wrapped)  # a collective when sharded
+    sharded = _sharded(accelerator, model)
     if world == 1:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
@@ -63,12 +85,12 @@ def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer,
         model.save_pretrained(tmp, **({"state_dict": full} if full is not None else {}))
         processor.save_pretrained(tmp)
         blob = {"rng": _rng_state()}
-        if not _sharded(accelerator):  # DDP / one process: rank 0's optimizer state is everyone's
+        if not sharded:  # DDP / one process: rank 0's optimizer state is everyone's
             blob["optimizer"] = optimizer.state_dict()
         if scheduler is not None:
             blob["scheduler"] = scheduler.state_dict()
         torch.save(blob, tmp / "trainer_state.pt")
-    if _sharded(accelerator):
+    if sharded:
         torch.save(optimizer.state_dict(), tmp / f"optimizer_rank{rank}.pt")
     if world > 1 and rank > 0:
         torch.save(_rng_state(), tmp / f"rng_rank{rank}.pt")
