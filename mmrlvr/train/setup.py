@@ -31,10 +31,26 @@ def set_threads_and_seed(cfg: Config, log_with: list[str] | None = None):
     # as a single process on every rank (DistributedType.NO), with no gradient averaging
     cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
     accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir)
+    why = sharding_fallback(os.environ, str(accelerator.distributed_type).split(".")[-1])
+    if why:
+        raise ConfigError(why)
     if accelerator.device.type == "cpu":
         torch.set_num_threads(cfg.threads)
     set_seed(cfg.seed)
     return accelerator
+
+
+def sharding_fallback(env, distributed_type: str) -> str | None:
+    """Why the launch asked for FSDP / DeepSpeed but accelerate set up something else, else None.
+
+    accelerate 1.15 takes its FSDP branch only for GPU-like distributed types (and DeepSpeed only
+    without `cpu`): a `distributed_type: FSDP` config on CPU silently runs as MULTI_CPU (DDP,
+    unsharded), which would hide the memory a user planned for."""
+    for var, kind in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DEEPSPEED")):
+        if str(env.get(var, "false")).lower() == "true" and distributed_type != kind:
+            return (f"the accelerate config asks for {kind} ({var}=true) but accelerate set up {distributed_type}: "
+                    "accelerate shards only on GPUs/accelerators; on CPU use configs/accelerate/ddp_cpu.yaml")
+    return None
 
 
 def tracker_problem(name: str) -> str | None:

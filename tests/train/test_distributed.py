@@ -124,3 +124,30 @@ def test_fsdp2_checkpoints_load_in_one_process_and_resume(tiny_dir, tmp_path):
     after_resume = torch.load(broken / "gathered.pt")["weights"]
     for k, v in gathered["weights"].items():  # bit-identical on one machine; tolerance for safety
         torch.testing.assert_close(after_resume[k], v, rtol=1e-6, atol=1e-7, msg=lambda m: f"{k}: {m}")
+
+
+def test_sharding_fallback_is_named():
+    from mmrlvr.train.setup import sharding_fallback
+
+    why = sharding_fallback({"ACCELERATE_USE_FSDP": "true"}, "MULTI_CPU")
+    assert "FSDP" in why and "MULTI_CPU" in why and "ddp_cpu.yaml" in why
+    assert "DEEPSPEED" in sharding_fallback({"ACCELERATE_USE_DEEPSPEED": "True"}, "NO")
+    assert sharding_fallback({"ACCELERATE_USE_FSDP": "true"}, "FSDP") is None
+    assert sharding_fallback({"ACCELERATE_USE_FSDP": "false"}, "MULTI_CPU") is None
+    assert sharding_fallback({}, "MULTI_CPU") is None
+
+
+@pytest.mark.slow
+def test_fsdp_config_on_cpu_is_refused_not_run_as_ddp(tmp_path):
+    """accelerate 1.15 turns a `distributed_type: FSDP` + `use_cpu` launch into MULTI_CPU (DDP,
+    nothing sharded) without a word; `mmrlvr train` names it and stops before loading anything."""
+    cfg = tmp_path / "fsdp2_cpu.yaml"
+    cfg.write_text("distributed_type: FSDP\nnum_processes: 2\nuse_cpu: true\nmixed_precision: 'no'\n"
+                   "fsdp_config:\n  fsdp_version: 2\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(cfg),
+                           "-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", f"output_dir={tmp_path / 'run'}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode != 0
+    assert "asks for FSDP (ACCELERATE_USE_FSDP=true) but accelerate set up MULTI_CPU" in proc.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
