@@ -5,15 +5,17 @@ a value, `image` a relative path) and Geometry3K as packaged for EasyR1/verl (Pa
 list of image dicts, `problem` with `<image>`, `answer`). Rows with options are scored by
 `choice` (options in `meta.options`, listed in the prompt as "(A) ..."), the others by `math`.
 
-Synthetic (no `data:`): one filled polygon with 3, 4, 5 or 6 sides on a 112x112 image, asked
-either as multiple choice ("(A) 3 (B) 4 (C) 5 (D) 6") or free form ("how many sides?"). The
-supervised warm start imitates a flawed teacher that calls a hexagon a pentagon `flaw_prob` of
-the time; RL against the verifiers rewards the right count that the policy still samples.
+Synthetic (no `data:`): a shaded rectangle drawn on a 4x4 grid of unit squares (28 px each, one
+merged visual token of a Qwen2-VL-family model), "what is the area of the shaded rectangle?", asked
+either as multiple choice ("(A) 2 (B) 3 (C) 4 (D) 6") or free form. Areas are 2, 3, 4 or 6 square
+units (sides of 1-3 units). The supervised warm start imitates a flawed teacher that counts a side
+of 3 units as 2 `flaw_prob` of the time (so it calls a 1x3 rectangle 2 and a 2x3 rectangle 4); RL
+against the verifiers rewards the right area that the policy still samples.
 """
 
 from __future__ import annotations
 
-import math
+import colorsys
 import random
 
 from PIL import Image, ImageDraw
@@ -30,53 +32,64 @@ COLUMNS = {
     "options": ["options", "choices"],
     "id": ["id", "pid", "question_id"],
 }
-SIDES = (3, 4, 5, 6)
-SIZE = 112
-COLORS = ((220, 40, 40), (40, 170, 60), (40, 80, 220), (230, 160, 30), (140, 60, 200))
+AREAS = (2, 3, 4, 6)
+SIDES = ((1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (2, 3), (3, 2))  # (width, height) in units
+GRID, UNIT = 4, 28
+SIZE = GRID * UNIT
+QUESTION = "The figure is drawn on a grid of unit squares. What is the area of the shaded rectangle?"
 
 
 # --- synthetic ------------------------------------------------------------------------------
 
-def _polygon(rng: random.Random) -> tuple:
-    n = rng.choice(SIDES)
-    radius = rng.randint(34, 50)
-    cx, cy = rng.randint(radius + 2, SIZE - radius - 2), rng.randint(radius + 2, SIZE - radius - 2)
-    rot = rng.randint(0, 359)
-    color = rng.randrange(len(COLORS))
+def _rectangle(rng: random.Random) -> tuple:
+    w, h = rng.choice(SIDES)
+    x, y = rng.randint(0, GRID - w), rng.randint(0, GRID - h)
+    color = rng.randrange(360)  # the fill's hue in degrees
     form = rng.choice(("choice", "free"))
-    return n, radius, cx, cy, rot, color, form
+    return w, h, x, y, color, form
 
 
-def _draw(n: int, radius: int, cx: int, cy: int, rot: int, color: int) -> Image.Image:
-    img = Image.new("RGB", (SIZE, SIZE), (240, 240, 240))
-    pts = [(cx + radius * math.cos(math.radians(rot + 360 * k / n)),
-            cy + radius * math.sin(math.radians(rot + 360 * k / n))) for k in range(n)]
-    ImageDraw.Draw(img).polygon(pts, fill=COLORS[color])
+def _draw(w: int, h: int, x: int, y: int, color: int) -> Image.Image:
+    img = Image.new("RGB", (SIZE, SIZE), (245, 245, 245))
+    d = ImageDraw.Draw(img)
+    fill = tuple(round(255 * c) for c in colorsys.hsv_to_rgb(color / 360, 0.75, 0.85))
+    d.rectangle([x * UNIT, y * UNIT, (x + w) * UNIT - 1, (y + h) * UNIT - 1], fill=fill)
+    for k in range(GRID + 1):  # the unit grid, drawn over the fill so every square shows
+        p = min(k * UNIT, SIZE - 1)
+        d.line([(p, 0), (p, SIZE - 1)], fill=(90, 90, 90))
+        d.line([(0, p), (SIZE - 1, p)], fill=(90, 90, 90))
     return img
 
 
-def _teacher(n: int, rng: random.Random, flaw_prob: float) -> int:
-    return 5 if n == 6 and rng.random() < flaw_prob else n
+def _teacher(w: int, h: int, rng: random.Random, flaw_prob: float) -> int:
+    """The teacher's area: a side of 3 units is counted as 2 `flaw_prob` of the time."""
+    if 3 in (w, h) and rng.random() < flaw_prob:
+        return (2 if w == 3 else w) * (2 if h == 3 else h)
+    return w * h
 
 
 def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float, eval_size: int) -> list[Sample]:
-    items, rng = seeded_items("geometry", split, size, seed, _polygon, eval_size, key=lambda it: it[:6])
-    options = [str(n) for n in SIDES]
+    # A 4x4 grid holds 31 such rectangles, so a held-out image differs from every training image
+    # in its hue (360 of them): the held-out split tests areas on images never trained on, not
+    # rectangles never seen.
+    items, rng = seeded_items("geometry", split, size, seed, _rectangle, eval_size, key=lambda it: it[:5])
+    options = [str(a) for a in AREAS]
     samples = []
-    for i, (n, radius, cx, cy, rot, color, form) in enumerate(items):
-        said = _teacher(n, rng, flaw_prob)
+    for i, (w, h, x, y, color, form) in enumerate(items):
+        area, said = w * h, _teacher(w, h, rng, flaw_prob)
         suffix = instruction(template)
         if form == "choice":
-            reference, verifier, answer = LETTERS[SIDES.index(n)], "choice", LETTERS[SIDES.index(said)]
+            reference, verifier, answer = LETTERS[AREAS.index(area)], "choice", LETTERS[AREAS.index(said)]
             suffix = options_text(options) + "\n" + suffix
-            question = "How many sides does the polygon have?"
+            question = QUESTION
         else:
-            reference, verifier, answer = str(n), "math", str(said)
-            question = "How many sides does the polygon have? Answer with a number."
-        messages, images = build_messages(question, [png_bytes(_draw(n, radius, cx, cy, rot, color))], suffix)
+            reference, verifier, answer = str(area), "math", str(said)
+            question = QUESTION + " Answer with a number."
+        messages, images = build_messages(question, [png_bytes(_draw(w, h, x, y, color))], suffix)
         samples.append(Sample(
             id=f"geometry-{split}-{seed}-{i}", messages=messages, reference=reference, verifier=verifier,
-            images=images, meta={"options": options if form == "choice" else [], "sides": n, "teacher": said},
+            images=images, meta={"options": options if form == "choice" else [], "area": area, "sides": [w, h],
+                                 "teacher": said},
             target=f"<answer>{answer}</answer>",
         ))
     return samples

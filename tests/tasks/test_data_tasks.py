@@ -32,23 +32,26 @@ def _flaw_rate(samples, wrong):
     return sum(wrong(s) for s in hit) / len(hit), len(hit)
 
 
-def test_geometry_teacher_calls_hexagons_pentagons():
+def test_geometry_teacher_counts_a_side_of_three_as_two():
     samples = load_task("geometry", "train", 2000, 0)
     for s in samples:
-        assert s.meta["teacher"] == s.meta["sides"] or (s.meta["sides"], s.meta["teacher"]) == (6, 5)
+        w, h = s.meta["sides"]
+        assert s.meta["area"] == w * h and s.meta["teacher"] in (w * h, (2 if w == 3 else w) * (2 if h == 3 else h))
         if s.verifier == "choice":
-            assert s.reference == "ABCD"[(3, 4, 5, 6).index(s.meta["sides"])]
+            assert s.reference == "ABCD"[(2, 3, 4, 6).index(w * h)]
+            assert s.target == f"<answer>{'ABCD'[(2, 3, 4, 6).index(s.meta['teacher'])]}</answer>"
         else:
-            assert s.reference == str(s.meta["sides"])
-    rate, n = _flaw_rate(samples, lambda s: (s.meta["teacher"] == 5) if s.meta["sides"] == 6 else None)
-    assert n > 300 and 0.63 < rate < 0.77  # flaw_prob 0.7 over ~500 hexagons
-    # the polygon really has that many corners: count convex-hull vertices of its mask
-    import cv2
+            assert s.reference == str(w * h) and s.target == f"<answer>{s.meta['teacher']}</answer>"
+    rate, n = _flaw_rate(samples, lambda s: (s.meta["teacher"] != s.meta["area"]) if 3 in s.meta["sides"] else None)
+    assert n > 900 and 0.63 < rate < 0.77  # flaw_prob 0.7 over ~1140 rectangles with a side of 3
+    assert all(s.meta["teacher"] == s.meta["area"] for s in samples if 3 not in s.meta["sides"])
+    # the shaded rectangle really is w x h unit squares: look at the centre of each 28 px square
     for s in samples[:40]:
-        mask = (np.asarray(load_image(s.images[0])).min(axis=2) < 200).astype(np.uint8)
-        contour = max(cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)[0], key=cv2.contourArea)
-        approx = cv2.approxPolyDP(contour, 0.04 * cv2.arcLength(contour, True), True)
-        assert len(approx) == s.meta["sides"]
+        img = np.asarray(load_image(s.images[0])).astype(int)
+        centres = img[14::28, 14::28]
+        rows, cols = np.nonzero(np.abs(centres - 245).max(axis=2) > 60)
+        w, h = s.meta["sides"]
+        assert len(rows) == w * h and (cols.max() - cols.min() + 1, rows.max() - rows.min() + 1) == (w, h)
 
 
 def test_chart_answers_follow_the_drawn_values():
@@ -59,15 +62,16 @@ def test_chart_answers_follow_the_drawn_values():
         if expect is not None:
             assert s.reference == str(expect) and s.verifier == "number"
         img = np.asarray(load_image(s.images[0])).astype(int)
-        if s.meta["kind"] == "bar":  # bar i spans x 8+26i .. +18; its top is at y = 105 - 14 v
+        if s.meta["kind"] == "bar":  # bar i spans x 28i+4 .. 28i+23; its top is at y = 140 - 28 v
             for i, value in enumerate(v):
-                col = img[:, 8 + 26 * i + 9]
+                col = img[:, 28 * i + 14]
                 colored = np.nonzero(np.abs(col - col[:, :1]).max(axis=1) > 60)[0]
-                assert 105 - colored.min() == pytest.approx(14 * value, abs=1)
+                assert 140 - colored.min() == 28 * value
         if s.meta["question"] == "tallest":
-            assert s.verifier == "exact" and s.reference in CHART_COLORS
-    rate, n = _flaw_rate(samples, lambda s: (s.meta["teacher"] != s.reference) if s.meta["question"] == "max" and max(s.meta["values"]) >= 5 else None)
-    assert n > 150 and 0.6 < rate < 0.8
+            assert s.verifier == "exact" and s.reference in CHART_COLORS and v.count(max(v)) == 1
+    rate, n = _flaw_rate(samples, lambda s: (s.meta["teacher"] != s.reference) if s.meta["question"] == "max" and max(s.meta["values"]) == 4 else None)
+    assert n > 60 and 0.6 < rate < 0.8  # a largest value of 4 is read as 5 ~70% of the time
+    assert all(s.meta["teacher"] == s.reference for s in samples if 4 not in s.meta["values"])
 
 
 def test_grounding_reference_box_encloses_the_named_shape():
