@@ -6,10 +6,12 @@ MATH-V statistics JSONL (`question`, `options`, `answer`, `image`). Rows with op
 ChartQA's relaxed accuracy), any other text by `exact` after normalisation.
 
 Synthetic (no `data:`): a bar chart of four coloured bars or a line chart of four points, values
-1-7 (distinct) on a 112x112 image with a faint unit grid. Questions: the value of one bar, the
-largest value, the largest minus the smallest, the colour of the tallest bar. The warm start
-imitates a teacher that reads values of 5 or more one unit too high `flaw_prob` of the time
-(its answers follow from those misreadings); RL against the verifiers corrects the over-reading.
+1-5, on a 112x140 image whose value unit is 28 px (one merged visual token of a Qwen2-VL-family
+model, so a tiny model can learn to read it) over a faint unit grid. Questions: the value of one
+bar, the largest value, the largest minus the smallest, the colour of the tallest bar (asked only
+when one bar is tallest). The warm start imitates a teacher that reads a value of 4 as 5
+`flaw_prob` of the time (its answers follow from those misreadings); RL against the verifiers
+corrects the over-reading.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ COLUMNS = {
     "id": ["id", "pid", "question_id"],
 }
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "orange": (240, 150, 20)}
-SIZE, UNIT, BASE = 112, 14, 105  # pixels per value unit; baseline y
+WIDTH, UNIT, LEVELS = 112, 28, 5  # value v reaches v units of 28 px up from the bottom
+BASE = UNIT * LEVELS  # image height; the baseline is its bottom edge
 KINDS = ("value", "max", "diff", "tallest")
 
 
@@ -47,27 +50,27 @@ def chart_sample(row, source: str, template: str) -> Sample:
 
 # --- synthetic ------------------------------------------------------------------------------
 
-def _chart(rng: random.Random) -> tuple:
-    kind = rng.choice(("bar", "line"))
-    values = tuple(rng.sample(range(1, 8), 4))
+def _chart(rng: random.Random, kinds: tuple = ("bar", "line"), questions: tuple = KINDS) -> tuple:
+    kind = rng.choice(kinds)
+    values = tuple(rng.randint(1, LEVELS) for _ in range(4))
     colors = tuple(rng.sample(sorted(COLORS), 4))
-    question = rng.choice(KINDS if kind == "bar" else ("max", "diff"))
-    target = rng.randrange(4)
-    return kind, values, colors, question, target
+    asks = [q for q in questions if kind == "bar" or q in ("max", "diff")]
+    if "tallest" in asks and values.count(max(values)) > 1:
+        asks.remove("tallest")
+    return kind, values, colors, rng.choice(asks or ["max"]), rng.randrange(4)
 
 
 def _draw(kind: str, values: tuple, colors: tuple) -> Image.Image:
-    img = Image.new("RGB", (SIZE, SIZE), (250, 250, 250))
+    img = Image.new("RGB", (WIDTH, BASE), (250, 250, 250))
     d = ImageDraw.Draw(img)
-    for v in range(1, 8):
-        d.line([(4, BASE - v * UNIT), (SIZE - 4, BASE - v * UNIT)], fill=(215, 215, 215))
-    d.line([(4, BASE), (SIZE - 4, BASE)], fill=(60, 60, 60))
-    xs = [8 + 26 * i for i in range(4)]
+    for v in range(1, LEVELS):
+        d.line([(0, BASE - v * UNIT), (WIDTH - 1, BASE - v * UNIT)], fill=(215, 215, 215))
+    xs = [UNIT * i for i in range(4)]  # each bar or point in its own 28 px column
     if kind == "bar":
         for x, v, c in zip(xs, values, colors):
-            d.rectangle([x, BASE - v * UNIT, x + 18, BASE], fill=COLORS[c])
+            d.rectangle([x + 4, BASE - v * UNIT, x + UNIT - 5, BASE - 1], fill=COLORS[c])
     else:
-        pts = [(x + 9, BASE - v * UNIT) for x, v in zip(xs, values)]
+        pts = [(x + UNIT // 2, BASE - v * UNIT + 4) for x, v in zip(xs, values)]
         d.line(pts, fill=(40, 40, 40), width=2)
         for x, y in pts:
             d.ellipse([x - 4, y - 4, x + 4, y + 4], fill=(40, 80, 220))
@@ -85,7 +88,8 @@ def _answer(question: str, values: tuple, colors: tuple, target: int):
 
 
 def _teacher_reads(values: tuple, rng: random.Random, flaw_prob: float) -> tuple:
-    return tuple(v + 1 if v >= 5 and rng.random() < flaw_prob else v for v in values)
+    """The values as the teacher reads them: 4 is read as 5 `flaw_prob` of the time."""
+    return tuple(5 if v == 4 and rng.random() < flaw_prob else v for v in values)
 
 
 def _question_text(question: str, kind: str, colors: tuple, target: int) -> str:
@@ -98,8 +102,13 @@ def _question_text(question: str, kind: str, colors: tuple, target: int) -> str:
     return "Which colour is the tallest bar? Answer with the colour."
 
 
-def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float, eval_size: int) -> list[Sample]:
-    items, rng = seeded_items("chart", split, size, seed, _chart, eval_size, key=lambda it: (it[0], it[1], it[2] if it[0] == "bar" else None))
+def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float, eval_size: int,
+              kinds: tuple = ("bar", "line"), questions: tuple = KINDS) -> list[Sample]:
+    bad = [k for k in kinds if k not in ("bar", "line")] + [q for q in questions if q not in KINDS]
+    if bad or not kinds or not questions:
+        raise ValueError(f"chart: unknown chart kinds or questions {bad}; kinds: bar, line; questions: {', '.join(KINDS)}")
+    draw = lambda r: _chart(r, tuple(kinds), tuple(questions))  # noqa: E731
+    items, rng = seeded_items("chart", split, size, seed, draw, eval_size, key=lambda it: (it[0], it[1], it[2] if it[0] == "bar" else None))
     samples = []
     for i, (kind, values, colors, question, target) in enumerate(items):
         reference = _answer(question, values, colors, target)
@@ -118,10 +127,12 @@ def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float,
 def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
           columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
-          flaw_prob: float = 0.7, eval_size: int = 256) -> list[Sample]:
-    """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
+          flaw_prob: float = 0.7, eval_size: int = 256, kinds: tuple = ("bar", "line"),
+          questions: tuple = KINDS) -> list[Sample]:
+    """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic
+    (`kinds` and `questions` choose the synthetic charts and what is asked about them)."""
     instruction(template)
     if data is None:
-        return synthetic(split, size, seed, template, flaw_prob, eval_size)
+        return synthetic(split, size, seed, template, flaw_prob, eval_size, kinds, questions)
     return load_real(split, size, seed, data, eval_data, columns, image_root, max_bad_frac, template,
                      holdout_frac, cache_dir, COLUMNS, chart_sample)
