@@ -1,6 +1,8 @@
 """Token weighting methods from one warm start on the harder perception task, 3 seeds each.
 
-    flock /work/heavy.lock python benchmarks/token_weighting.py [--steps 30] [--seeds 0,1,2]
+    python benchmarks/token_weighting.py [--config configs/marked_cell.yaml] [--steps 30] [--seeds 0,1,2]
+    # or one process per seed (after one has trained the shared warm start), then
+    python benchmarks/token_weighting.py --combine part0.json part1.json part2.json --out result.json
 
 Prints a table (method, held-out accuracy before and after the step budget as mean +- spread over
 seeds, gain, s/step and its ratio to `none`, time spent on token signals) and writes it as JSON.
@@ -43,7 +45,17 @@ def main() -> int:
     ap.add_argument("--work", default="runs/bench_token_weighting")
     ap.add_argument("--out", default="benchmarks/results/token_weighting.json")
     ap.add_argument("overrides", nargs="*")
+    ap.add_argument("--combine", nargs="+", metavar="JSON",
+                    help="no training: merge the runs of earlier result files (e.g. one per seed, run "
+                         "as parallel processes after the warm start exists) into one table at --out")
     args = ap.parse_args()
+    if args.combine:
+        parts = [json.loads(Path(f).read_text()) for f in args.combine]
+        if len({(p["config"], p["steps"], tuple(p["overrides"])) for p in parts}) != 1:
+            raise SystemExit("--combine: the files differ in config, steps or overrides")
+        _report(parts[0]["config"], parts[0]["steps"], parts[0]["overrides"], [r for p in parts for r in p["runs"]],
+                Path(args.out))
+        return 0
     work = Path(args.work)
     methods = args.methods.split(",")
     for m in methods:
@@ -75,6 +87,14 @@ def main() -> int:
             })
             print(json.dumps(runs[-1]), flush=True)
 
+    _report(args.config, args.steps, args.overrides, runs, Path(args.out))
+    return 0
+
+
+def _report(config: str, steps: int, overrides: list[str], runs: list[dict], out: Path) -> None:
+    """The table over every run (mean and sd over seeds per method), printed and written as JSON."""
+    methods = list(dict.fromkeys(r["method"] for r in runs))
+    seeds = sorted({r["seed"] for r in runs})
     base_step = statistics.mean(r["s_per_step"] for r in runs if r["method"] == "none") if "none" in methods else None
     results = []
     for method in methods:
@@ -83,23 +103,21 @@ def main() -> int:
         gains = [r["acc_after"] - r["acc_before"] for r in rs]
         step = statistics.mean(r["s_per_step"] for r in rs)
         results.append({
-            "method": method, "acc_before": statistics.mean(r["acc_before"] for r in rs),
+            "method": method, "seeds": len(rs), "acc_before": statistics.mean(r["acc_before"] for r in rs),
             "acc_after": statistics.mean(after), "acc_after_sd": _spread(after),
             "gain": statistics.mean(gains), "gain_sd": _spread(gains), "s_per_step": step,
             "step_vs_none": step / base_step if base_step else None,
             "signals_s": statistics.mean(r["signals_s"] for r in rs),
         })
     print(table(results, [
-        ("method", "method", ""), ("acc_before", "acc. before", ".3f"), ("acc_after", "acc. after", ".3f"),
-        ("acc_after_sd", "sd", ".3f"), ("gain", "gain", "+.3f"), ("gain_sd", "sd", ".3f"),
-        ("s_per_step", "s/step", ".2f"), ("step_vs_none", "vs none", ".2f"), ("signals_s", "signals s/step", ".2f"),
+        ("method", "method", ""), ("seeds", "seeds", "d"), ("acc_before", "acc. before", ".3f"),
+        ("acc_after", "acc. after", ".3f"), ("acc_after_sd", "sd", ".3f"), ("gain", "gain", "+.3f"),
+        ("gain_sd", "sd", ".3f"), ("s_per_step", "s/step", ".2f"), ("step_vs_none", "vs none", ".2f"),
+        ("signals_s", "signals s/step", ".2f"),
     ]))
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"config": args.config, "steps": args.steps, "seeds": seeds,
-                               "overrides": args.overrides, "results": results, "runs": runs}, indent=1))
-    return 0
-
+    out.write_text(json.dumps({"config": config, "steps": steps, "seeds": seeds, "overrides": overrides,
+                               "results": results, "runs": runs}, indent=1))
 
 if __name__ == "__main__":
     sys.exit(main())
