@@ -10,6 +10,7 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import encode_prompts, model_kwargs
+from mmrlvr.train.distributed import synced_generation
 from mmrlvr.types import Completion, Sample
 
 VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
@@ -177,7 +178,8 @@ class HFRolloutEngine:
         was_training = self.model.training
         self.model.eval()
         with _only(self.model, gen_config):
-            out = self.model.generate(**model_kwargs(prompt_inputs, device), generation_config=gen_config)
+            out = self.model.generate(**model_kwargs(prompt_inputs, device), generation_config=gen_config,
+                                      synced_gpus=synced_generation(self.model))
         if was_training:
             self.model.train()
         seqs = out.sequences if return_logprobs else out

@@ -118,12 +118,19 @@ def vision_tower_trainable(model) -> bool:
     return visual is not None and any(p.requires_grad for p in visual.parameters())
 
 
+def _is_shard(p) -> bool:
+    return type(p).__name__ == "DTensor" or hasattr(p, "ds_id")
+
+
+def params_sharded(model) -> bool:
+    """Any FSDP2 (DTensor) or ZeRO-3 (`ds_id`) parameter: each forward all-gathers across ranks."""
+    return any(_is_shard(p) for p in _unwrap(model).parameters())
+
+
 def vision_sharded(model) -> bool:
     """FSDP2 (DTensor) or ZeRO-3 (`ds_id`) parameters: every forward is a collective."""
     visual = _visual(model)
-    return visual is not None and any(
-        type(p).__name__ == "DTensor" or hasattr(p, "ds_id") for p in visual.parameters()
-    )
+    return visual is not None and any(_is_shard(p) for p in visual.parameters())
 
 
 def vision_needs_all_ranks(model, grad: bool) -> bool:
@@ -133,6 +140,14 @@ def vision_needs_all_ranks(model, grad: bool) -> bool:
     if rank_world()[1] == 1:
         return False
     return (grad and vision_tower_trainable(model)) or vision_sharded(model)
+
+
+def synced_generation(model) -> bool:
+    """Must `generate` keep stepping until every rank is done (`synced_gpus`)? With sharded
+    parameters each decoding step is a collective, so a rank whose sequences all stopped early
+    would leave the others waiting in the all-gather. transformers turns this on by itself only
+    for modules it marks as FSDP-managed, which accelerate's FSDP2 preparation does not do."""
+    return rank_world()[1] > 1 and params_sharded(model)
 
 
 def dummy_vision_pass(model) -> torch.Tensor:
