@@ -12,9 +12,13 @@ in `answer`, `box_format: xywh | xyxy` in the task args) and VOC-style rows (`fi
 `objects` with `xmin..ymax` strings, as in the raccoon sample): one sample per image, `iou` for
 one object and `boxes` (F1 at IoU >= 0.5) for several.
 
-Synthetic (no `data:`): three shapes of distinct colours on a 4x4 grid of a 112x112 image,
-"Where is the red circle?". The warm start imitates a teacher whose boxes are `pad` pixels too loose on every side
-`flaw_prob` of the time; RL against IoU tightens them.
+Synthetic (no `data:`): `n_shapes` (default 3) 16 px shapes of distinct colours, each centred in its
+own cell of a 4x4 grid of 28 px cells (one merged visual token each) on a 112x112 image, "Where is
+the red circle?". The box follows from the cell. With `ramp` (default) the background's shade
+encodes position (see `_draw`). The warm start imitates a teacher whose boxes are `pad` pixels too
+loose on every side `flaw_prob` of the time (IoU 0.33 at the default pad of 6); RL against IoU
+moves and tightens them. `configs/grounding_tiny.yaml` uses one shape: with three, a CPU-sized
+warm start of the tiny model does not learn which one is named and where it is (mean IoU 0.03).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import math
 import random
 
+import numpy as np
 from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
@@ -43,7 +48,8 @@ CONVENTIONS = {"qwen2_vl": "norm1000", "qwen3_vl": "norm1000", "qwen3_vl_moe": "
 UNITS = {"norm1000": "relative coordinates from 0 to 1000", "absolute": "pixels of the image"}
 SHAPES = ("circle", "square", "triangle")
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30)}
-GRID, CELL, SIZE = 4, 28, 112
+GRID, CELL, SIZE, SHAPE = 4, 28, 112, 16
+RAMP = 150  # background levels added across the image (see _draw)
 
 
 def box_format_for(coords: str, model_type: str | None) -> str:
@@ -119,20 +125,28 @@ def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str)
 
 # --- synthetic ------------------------------------------------------------------------------
 
-def _scene(rng: random.Random) -> tuple:
-    kinds = [(c, rng.choice(SHAPES)) for c in rng.sample(sorted(COLORS), 3)]  # three distinct colours
-    cells = rng.sample(range(GRID * GRID), 3)
+def _scene(rng: random.Random, n_shapes: int = 3) -> tuple:
+    kinds = [(c, rng.choice(SHAPES)) for c in rng.sample(sorted(COLORS), n_shapes)]  # distinct colours
+    cells = rng.sample(range(GRID * GRID), n_shapes)
     placed = []
     for (color, shape), cell in zip(kinds, cells):
-        r, c = divmod(cell, GRID)
-        size = rng.randint(14, 22)
-        x0, y0 = c * CELL + rng.randint(1, CELL - size - 1), r * CELL + rng.randint(1, CELL - size - 1)
-        placed.append((color, shape, x0, y0, size))
-    return tuple(placed), rng.randrange(3)
+        r, c = divmod(cell, GRID)  # a SHAPE px shape centred in its 28 px cell: the box follows from the cell
+        placed.append((color, shape, c * CELL + (CELL - SHAPE) // 2, r * CELL + (CELL - SHAPE) // 2, SHAPE))
+    return tuple(placed), rng.randrange(n_shapes)
 
 
-def _draw(placed: tuple) -> Image.Image:
-    img = Image.new("RGB", (SIZE, SIZE), (235, 235, 235))
+def _draw(placed: tuple, ramp: bool = True) -> Image.Image:
+    """The board. With `ramp`, the background's red channel grows left to right and its blue channel
+    top to bottom (by 48 levels over the image): the tiny model's vision tower and decoder carry
+    position only through rotary embeddings, which move attention but put no position in what a
+    token says, so without the ramp it cannot learn where a shape is within a CPU-sized budget."""
+    if ramp:
+        x = np.linspace(0, RAMP, SIZE)[None, :].repeat(SIZE, 0)
+        y = np.linspace(0, RAMP, SIZE)[:, None].repeat(SIZE, 1)
+        pixels = np.stack([250 - x, np.full_like(x, 235), 250 - y], axis=2).round().astype(np.uint8)
+        img = Image.fromarray(pixels, "RGB")
+    else:
+        img = Image.new("RGB", (SIZE, SIZE), (235, 235, 235))
     d = ImageDraw.Draw(img)
     for color, shape, x0, y0, size in placed:
         draw_shape(d, shape, x0, y0, size, COLORS[color])
@@ -146,15 +160,18 @@ def _in_format(box: list[float], fmt: str) -> list[int]:
 
 
 def synthetic(split: str, size: int, seed: int, template: str, fmt: str, flaw_prob: float, pad: int,
-              eval_size: int) -> list[Sample]:
-    items, rng = seeded_items("grounding", split, size, seed, _scene, eval_size, key=lambda it: it[0])
+              eval_size: int, ramp: bool = True, n_shapes: int = 3) -> list[Sample]:
+    if not 1 <= n_shapes <= len(COLORS):
+        raise ValueError(f"grounding: n_shapes {n_shapes} must be 1-{len(COLORS)} (one colour each)")
+    draw = lambda r: _scene(r, n_shapes)  # noqa: E731
+    items, rng = seeded_items("grounding", split, size, seed, draw, eval_size, key=lambda it: it[0])
     samples = []
     for i, (placed, which) in enumerate(items):
         color, shape, x0, y0, s = placed[which]
         box = [x0, y0, x0 + s, y0 + s]
         loose = rng.random() < flaw_prob
         said = [max(0, box[0] - pad), max(0, box[1] - pad), min(SIZE, box[2] + pad), min(SIZE, box[3] + pad)] if loose else box
-        messages, images = build_messages("", [png_bytes(_draw(placed))], _prompt(f"{color} {shape}", fmt, False, template))
+        messages, images = build_messages("", [png_bytes(_draw(placed, ramp))], _prompt(f"{color} {shape}", fmt, False, template))
         samples.append(Sample(
             id=f"grounding-{split}-{seed}-{i}", messages=messages, reference=[float(v) for v in box], verifier="iou",
             images=images, meta={**_meta(fmt, None, "", (SIZE, SIZE)), "teacher_loose": loose},
@@ -167,14 +184,15 @@ def build(split: str, size: int, seed: int, data: str | None = None, eval_data: 
           columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
           box_format: str = "xyxy", coords: str = "auto", model_type: str | None = None,
-          flaw_prob: float = 0.7, pad: int = 6, eval_size: int = 256) -> list[Sample]:
+          flaw_prob: float = 0.7, pad: int = 6, eval_size: int = 256, ramp: bool = True,
+          n_shapes: int = 3) -> list[Sample]:
     """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
     instruction(template)
     fmt = box_format_for(coords, model_type)
     if box_format not in ("xyxy", "xywh"):
         raise ValueError(f"box_format {box_format!r} unknown; known: xyxy, xywh")
     if data is None:
-        return synthetic(split, size, seed, template, fmt, flaw_prob, pad, eval_size)
+        return synthetic(split, size, seed, template, fmt, flaw_prob, pad, eval_size, ramp, n_shapes)
     spec = eval_data if (split == "eval" and eval_data) else data
     source, _, rows = read_rows(spec, {**COLUMNS, **(columns or {})}, required=("image",),
                                 image_root=image_root, cache_dir=cache_dir)

@@ -90,6 +90,22 @@ def test_grounding_reference_box_encloses_the_named_shape():
     assert 25 <= loose <= 45  # ~70% of 50 teacher boxes are padded
 
 
+def test_grounding_boxes_follow_the_cell_and_the_background_encodes_position():
+    samples = load_task("grounding", "train", 64, 0, n_shapes=1)
+    for s in samples:
+        x1, y1, x2, y2 = s.reference
+        assert (x2 - x1, y2 - y1) == (16, 16) and x1 % 28 == 6 and y1 % 28 == 6  # centred in its cell
+        img = np.asarray(load_image(s.images[0])).astype(int)
+        assert img[int(y1) + 8, int(x1) + 8].tolist() != img[0, 0].tolist()  # the shape is drawn there
+    corner = np.asarray(load_image(samples[0].images[0])).astype(int)
+    # red falls left to right, blue top to bottom: a token's own pixels say where it is
+    assert corner[2, 2, 0] - corner[2, 109, 0] > 140 and corner[2, 2, 2] - corner[109, 2, 2] > 140
+    plain = np.asarray(load_image(load_task("grounding", "train", 1, 0, ramp=False)[0].images[0])).astype(int)
+    assert plain[2, 2].tolist() == plain[109, 109].tolist() == [235, 235, 235]
+    with pytest.raises(ValueError, match="n_shapes 5 must be 1-4"):
+        load_task("grounding", "train", 4, 0, n_shapes=5)
+
+
 @pytest.mark.parametrize("model_type, expect", [
     ("qwen2_5_vl", "absolute"), ("qwen2_vl", "norm1000"), ("qwen3_vl", "norm1000"), (None, "absolute"),
 ])
