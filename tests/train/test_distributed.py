@@ -151,6 +151,8 @@ def test_fsdp_config_on_cpu_is_refused_not_run_as_ddp(tmp_path):
     assert proc.returncode != 0
     assert "asks for FSDP (ACCELERATE_USE_FSDP=true) but accelerate set up MULTI_CPU" in proc.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
 def test_generation_is_synced_only_for_sharded_parameters_across_ranks(monkeypatch, tiny_dir):
     """FSDP2/ZeRO-3 decoding is a collective per token: generate must step until every rank is done."""
     from mmrlvr.models.load import load_policy
