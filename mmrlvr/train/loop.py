@@ -51,7 +51,10 @@ def train(cfg: Config) -> dict:
         remove_partial_saves(run_dir)  # a kill during a save leaves .tmp-* directories
         save_config(resolved, run_dir / "config.yaml")
     barrier()
-    start_trackers(accelerator, resolved, run_dir)
+    ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
+    # on resume, tensorboard hides what a killed run logged after the checkpoint (as metrics.jsonl drops it)
+    start_trackers(accelerator, resolved, run_dir,
+                   purge_step=(int(ckpt.name.split("_")[1]) + 1 if ckpt is not None else 0) if cfg.train.resume else None)
     log = MetricsWriter(run_dir, accelerator, enabled=is_main)
     progress = Progress(cfg.train.steps, enabled=is_main)
     t_start = time.perf_counter()
@@ -62,7 +65,6 @@ def train(cfg: Config) -> dict:
     eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **args)
     plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config may name code to run
     check_sample_verifiers([*train_set, *eval_set], plugins)
-    ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     model.to(accelerator.device)

@@ -93,9 +93,16 @@ def flat_config(cfg: Config) -> dict:
     return out
 
 
-def start_trackers(accelerator, cfg: Config, run_dir: Path) -> None:
-    """Open the trackers with the resolved config as hyper-parameters (project "mmrlvr")."""
+def start_trackers(accelerator, cfg: Config, run_dir: Path, purge_step: int | None = None) -> None:
+    """Open the trackers with the resolved config as hyper-parameters (project "mmrlvr").
+
+    `purge_step` (on resume: the checkpoint's step + 1, or 0 without one) makes tensorboard hide
+    the events a killed run wrote from that step on, so its curves show each step once.
+    """
     if accelerator.log_with:
+        for tracker in accelerator.log_with:  # built in set_threads_and_seed, started here
+            if purge_step is not None and getattr(tracker, "name", None) == "tensorboard":
+                tracker.init_kwargs["purge_step"] = purge_step
         accelerator.init_trackers("mmrlvr", config=flat_config(cfg),
                                   init_kwargs={"wandb": {"name": Path(run_dir).name}})
 

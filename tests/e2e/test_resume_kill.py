@@ -84,3 +84,31 @@ def test_killed_run_resumes_exactly(tmp_path, preset):
     wa = load_file(straight / "checkpoints" / "step_4" / "model.safetensors")
     wb = load_file(killed / "checkpoints" / "step_4" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
+
+
+def _tb_steps(run: Path, tag: str) -> list[int]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    found = []
+    for folder in sorted({p.parent for p in (run / "tensorboard").rglob("events.out.tfevents.*")}):
+        acc = EventAccumulator(str(folder), size_guidance={"scalars": 0}).Reload()
+        if tag in acc.Tags()["scalars"]:
+            found += [e.step for e in acc.Scalars(tag)]
+    return sorted(found)
+
+
+@pytest.mark.slow
+def test_resumed_run_shows_each_step_once_in_tensorboard(tmp_path):
+    """A run that logged steps 3-4 after its last kept checkpoint (step 2) and is resumed from it
+    logs 3-4 again: tensorboard must show them once, as metrics.jsonl does."""
+    import shutil
+
+    run = tmp_path / "run"
+    args = [*SMALL, f"output_dir={run}"]
+    train(load_config(ROOT / "configs/quickstart.yaml", args))
+    assert _tb_steps(run, "reward/mean") == [1, 2, 3, 4]
+    shutil.rmtree(run / "checkpoints" / "step_4")  # as if killed after logging step 4, before saving it
+    (run / "summary.json").unlink()
+    train(load_config(ROOT / "configs/quickstart.yaml", args))  # resumes from step 2
+    assert sorted(_steps(run)) == [1, 2, 3, 4]
+    assert _tb_steps(run, "reward/mean") == [1, 2, 3, 4]
