@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 
 def new_figure(rows: int, cols: int, panel: float = 3.0, width: float | None = None, height: float | None = None):
@@ -38,8 +39,20 @@ def figure_to_array(fig, dpi: int = 100) -> np.ndarray:
     return np.asarray(canvas.buffer_rgba()).copy()
 
 
+def as_pil(media) -> Image.Image:
+    """A PIL image from a PIL image, an (H, W, 3) uint8 array, or a media reference (path, bytes)."""
+    if isinstance(media, Image.Image):
+        return media.convert("RGB")
+    if isinstance(media, np.ndarray):
+        return Image.fromarray(np.asarray(media, dtype=np.uint8)).convert("RGB")
+    from mmrlvr.data.media import load_image
+
+    return load_image(media).convert("RGB")
+
+
 def image_grid(images, titles=None, ncols: int = 4, panel: float = 2.6, title: str | None = None):
-    """Figure of images in rows of `ncols`, each with an optional title (e.g. a completion and its verdict)."""
+    """Figure of images (PIL, arrays, paths or encoded bytes, as samples hold them) in rows of `ncols`,
+    each with an optional title (e.g. a completion and its verdict)."""
     images = list(images)
     titles = list(titles) if titles is not None else [""] * len(images)
     ncols = max(1, min(ncols, len(images)))
@@ -47,7 +60,7 @@ def image_grid(images, titles=None, ncols: int = 4, panel: float = 2.6, title: s
     fig, axes = new_figure(nrows, ncols, panel=panel)
     flat = [a for row in axes for a in row]
     for ax, img, name in zip(flat, images, titles):
-        ax.imshow(img)
+        ax.imshow(as_pil(img))
         ax.set_title(name, fontsize=8)
     for ax in flat:
         ax.axis("off")

@@ -8,18 +8,7 @@ import numpy as np
 from PIL import Image
 
 from mmrlvr.viz.attention import AttentionResult, MediaMap, temporal_profile, upsample
-from mmrlvr.viz.figure import new_figure
-
-
-def as_pil(media) -> Image.Image:
-    """A PIL image from a PIL image, an (H, W, 3) uint8 array, or a media reference (path, bytes)."""
-    if isinstance(media, Image.Image):
-        return media.convert("RGB")
-    if isinstance(media, np.ndarray):
-        return Image.fromarray(np.asarray(media, dtype=np.uint8)).convert("RGB")
-    from mmrlvr.data.media import load_image
-
-    return load_image(media).convert("RGB")
+from mmrlvr.viz.figure import as_pil, new_figure  # noqa: F401 (as_pil: re-exported)
 
 
 def sample_frames(processor, sample) -> list[list[Image.Image]]:

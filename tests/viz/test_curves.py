@@ -60,3 +60,19 @@ def test_no_matching_metric_is_an_error(tmp_path):
     a = _run(tmp_path / "a", [{"step": 1, "x": 1}])
     with pytest.raises(ValueError, match="none of"):
         plot_curves(a, metrics=["reward/mean"])
+
+
+def test_image_grid_shows_images_as_samples_hold_them(tmp_path):
+    """PNG bytes (synthetic tasks), a path and a PIL image are all decoded onto the grid."""
+    import io
+
+    from mmrlvr.viz.figure import image_grid
+
+    red = Image.new("RGB", (8, 6), (255, 0, 0))
+    buf = io.BytesIO()
+    red.save(buf, format="PNG")
+    red.save(tmp_path / "red.png")
+    fig = image_grid([buf.getvalue(), str(tmp_path / "red.png"), red], ["bytes", "path", "pil"], ncols=3)
+    shown = [ax.get_images()[0].get_array() for ax in fig.axes[:3]]
+    assert all(np.asarray(a).shape == (6, 8, 3) and (np.asarray(a)[..., 0] == 255).all() for a in shown)
+    assert save_figure(fig, tmp_path / "grid.png").exists()
