@@ -12,7 +12,7 @@ PPO-clip, clip 0.2, one update per step, no KL). Shapes vary one factor at a tim
 (G = 8, 32 new tokens, 112 px images): G = 4 and 16, 128 new tokens, 448 px images (the
 processor upscales the 112 px boards to 448x448 = 256 visual tokens on both sides). The first
 step of each run is a warm-up and not counted. `--scaling` adds mmrlvr under
-`accelerate launch` with 2 gloo processes vs 1 process on the same global batch.
+`torchrun` with 2 gloo processes vs 1 process on the same global batch.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ def child_mmrlvr(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
     from common import peak_rss_mb
 
     from mmrlvr.config import load_config
-    from mmrlvr.train.distributed import rank_world
     from mmrlvr.train.loop import train
 
     px = _pixels(shape["px"])
@@ -63,7 +62,7 @@ def child_mmrlvr(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
         "step_s": [r["time/step"] for r in rows], "gen_s": [r["time/rollout"] for r in rows],
         "update_s": [r["time/update"] for r in rows], "reward": [r["reward/mean"] for r in rows],
         "mean_length": [r["rollout/mean_length"] for r in rows],
-        "peak_rss_mb": peak_rss_mb(), "world": rank_world()[1],
+        "peak_rss_mb": peak_rss_mb(), "world": int(os.environ.get("WORLD_SIZE", 1)),  # the group may be gone by now
     }
 
 
@@ -145,13 +144,15 @@ def _run_child(fw: str, warm: Path, shape: dict, steps: int, out_dir: Path, proc
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     args = [__file__, "--child", fw, "--warm", str(warm), "--shape", json.dumps(shape),
             "--steps", str(steps), "--child-out", str(out_dir)]
-    if procs > 1:
-        cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-               "configs/accelerate/ddp_cpu.yaml", "--num_processes", str(procs), *args]
+    if procs > 1:  # torchrun: `accelerate launch` runs a CPU config as ONE process unless mpirun is set up
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *args]
     else:
         cmd = [sys.executable, *args]
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     ranks = [json.loads(p.read_text()) for p in sorted(out_dir.glob("result_rank*.json"))]
+    if len(ranks) != procs or any(r["world"] != procs for r in ranks):
+        raise SystemExit(f"asked for {procs} processes, got {len(ranks)} result(s) with world sizes "
+                         f"{[r['world'] for r in ranks]}: the launcher did not start a process group")
     res = ranks[0]
     res["peak_rss_mb_per_proc"] = [r["peak_rss_mb"] for r in ranks]
     res["peak_rss_mb"] = sum(res["peak_rss_mb_per_proc"])  # the job's total
@@ -180,7 +181,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3, help="measured steps per run (after 1 warm-up step)")
-    ap.add_argument("--shapes", default="all", help="'all' or 'base'")
+    ap.add_argument("--shapes", default="all", choices=("all", "base", "none"),
+                    help="'all', 'base', or 'none' (with --scaling: only the 2-vs-1 process row)")
     ap.add_argument("--scaling", action="store_true", help="add mmrlvr 2 processes vs 1 (gloo DDP)")
     ap.add_argument("--work", default="runs/bench_vs_trl")
     ap.add_argument("--out", default="benchmarks/results/vs_trl.json")
@@ -218,7 +220,7 @@ def main() -> int:
                                         "trl": trl.__version__}},
               "results": {}}
     rows = []
-    for shape in SHAPES if args.shapes == "all" else [BASE]:
+    for shape in {"all": SHAPES, "base": [BASE], "none": []}[args.shapes]:
         runs: dict = {fw: [] for fw in FRAMEWORKS}
         for rep in range(args.repeats):
             for fw in FRAMEWORKS:  # A B C A B C

@@ -14,12 +14,12 @@ from pathlib import Path
 import torch
 
 from mmrlvr.algos.presets import resolve_algo
-from mmrlvr.config import Config, save_config
+from mmrlvr.config import Config, ConfigError, save_config
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.models.load import load_policy
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
-from mmrlvr.train.distributed import barrier, reduce_metrics
+from mmrlvr.train.distributed import barrier, params_sharded, rank_world, reduce_metrics
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
@@ -78,6 +78,12 @@ def train(cfg: Config) -> dict:
     model, optimizer = accelerator.prepare(model, optimizer)
     scheduler = make_scheduler(optimizer, cfg.train)  # stepped once per RL step, like verl
     policy = accelerator.unwrap_model(model)
+    if params_sharded(policy) and rank_world()[1] > 1:
+        # sharded forwards are collectives, and the signal forwards run on each rank's own rows
+        if cfg.token_weighting.method != "none":
+            raise ConfigError(f"token_weighting.method={cfg.token_weighting.method} is not supported with "
+                              "sharded parameters (FSDP2 / ZeRO-3) yet; use DDP or method none")
+        cfg = dataclasses.replace(cfg, token_weighting=dataclasses.replace(cfg.token_weighting, diagnostics=False))
     engine = make_engine(cfg, policy, processor)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
@@ -108,7 +114,9 @@ def train(cfg: Config) -> dict:
         # 4. per-token weights (perception / reasoning signals), once for the whole batch
         log_step = step % cfg.train.log_every == 0 or step == 1
         adv, _ = advantages_for(batch, cfg, algo)
-        tw = weigh_tokens(model, batch, adv, cfg, algo, engine.suppress_ids, step=step, fill=fill,
+        # no-grad forwards of the unwrapped policy: through the DDP wrapper each forward would also
+        # broadcast buffers, a collective that hangs when only rank 0 runs diagnostics
+        tw = weigh_tokens(policy, batch, adv, cfg, algo, engine.suppress_ids, step=step, fill=fill,
                           diagnose=cfg.token_weighting.diagnostics and log_step and is_main)
         # 5. the policy update (ppo_epochs x mini_batches optimizer steps)
         t1 = time.perf_counter()

@@ -49,7 +49,8 @@ def sharding_fallback(env, distributed_type: str) -> str | None:
     for var, kind in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DEEPSPEED")):
         if str(env.get(var, "false")).lower() == "true" and distributed_type != kind:
             return (f"the accelerate config asks for {kind} ({var}=true) but accelerate set up {distributed_type}: "
-                    "accelerate shards only on GPUs/accelerators; on CPU use configs/accelerate/ddp_cpu.yaml")
+                    "accelerate shards only on GPUs/accelerators; on CPU run DDP with "
+                    "torchrun --nproc_per_node N -m mmrlvr.cli train ... (configs/accelerate/ddp_cpu.yaml says how)")
     return None
 
 

@@ -130,7 +130,7 @@ def test_sharding_fallback_is_named():
     from mmrlvr.train.setup import sharding_fallback
 
     why = sharding_fallback({"ACCELERATE_USE_FSDP": "true"}, "MULTI_CPU")
-    assert "FSDP" in why and "MULTI_CPU" in why and "ddp_cpu.yaml" in why
+    assert "FSDP" in why and "MULTI_CPU" in why and "torchrun" in why and "ddp_cpu.yaml" in why
     assert "DEEPSPEED" in sharding_fallback({"ACCELERATE_USE_DEEPSPEED": "True"}, "NO")
     assert sharding_fallback({"ACCELERATE_USE_FSDP": "true"}, "FSDP") is None
     assert sharding_fallback({"ACCELERATE_USE_FSDP": "false"}, "MULTI_CPU") is None
