@@ -48,7 +48,8 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_config(args) -> int:
-    from mmrlvr.config import describe_config, load_config
+    from mmrlvr.config import load_config
+    from mmrlvr.config_docs import describe_config
 
     print(describe_config(load_config(args.config, args.overrides) if args.config else None))
     return 0

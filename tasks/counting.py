@@ -15,7 +15,7 @@ import random
 
 from PIL import Image, ImageDraw
 
-from mmrlvr.data.synthetic import draw_shape
+from mmrlvr.data.synthetic import draw_cell_shapes
 from mmrlvr.types import Sample
 
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30)}
@@ -27,12 +27,7 @@ QUESTION = "How many red shapes are in the image? Answer as <answer>N</answer>."
 def _draw(cells: list[tuple[int, str, str]], rng: random.Random) -> Image.Image:
     img = Image.new("RGB", (GRID * CELL, GRID * CELL), (235, 235, 235))
     draw = ImageDraw.Draw(img)
-    for cell, color, shape in cells:
-        r, c = divmod(cell, GRID)
-        size = rng.randint(14, 22)
-        x0 = c * CELL + rng.randint(1, CELL - size - 1)
-        y0 = r * CELL + rng.randint(1, CELL - size - 1)
-        draw_shape(draw, shape, x0, y0, size, COLORS[color])
+    draw_cell_shapes(draw, cells, GRID, COLORS, rng, sizes=(14, 22), margin=1, cell=CELL)
     return img
 
 

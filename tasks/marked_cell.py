@@ -16,7 +16,7 @@ import random
 
 from PIL import Image, ImageDraw
 
-from mmrlvr.data.synthetic import draw_shape
+from mmrlvr.data.synthetic import draw_cell_shapes
 from mmrlvr.types import Sample
 
 COLORS = {
@@ -33,12 +33,7 @@ def _draw(grid: int, layout: tuple, rng: random.Random) -> Image.Image:
     shapes, marked, decoys = layout
     img = Image.new("RGB", (grid * CELL, grid * CELL), (235, 235, 235))
     draw = ImageDraw.Draw(img)
-    for cell, color, shape in shapes:
-        r, c = divmod(cell, grid)
-        size = rng.randint(12, 18)
-        x0 = c * CELL + rng.randint(4, CELL - size - 4)
-        y0 = r * CELL + rng.randint(4, CELL - size - 4)
-        draw_shape(draw, shape, x0, y0, size, COLORS[color])
+    draw_cell_shapes(draw, shapes, grid, COLORS, rng, sizes=(12, 18), margin=4, cell=CELL)
     for cell, outline in [(marked, (0, 0, 0))] + [(d, (150, 150, 150)) for d in decoys]:
         r, c = divmod(cell, grid)
         draw.rectangle((c * CELL, r * CELL, c * CELL + CELL - 1, r * CELL + CELL - 1), outline=outline, width=2)

@@ -29,6 +29,18 @@ def draw_shape(draw, shape: str, x0: float, y0: float, size: float, fill) -> Non
         draw.polygon([(x0 + size / 2, y0), (x0, y0 + size), (x0 + size, y0 + size)], fill=fill)
 
 
+def draw_cell_shapes(draw, cells, per_row: int, colors: dict, rng: random.Random, sizes: tuple[int, int],
+                     margin: int, cell: int = 28) -> None:
+    """(cell index, colour name, shape) items, each shape of a random size in `sizes` placed at a
+    random offset at least `margin` px inside its `cell`-px square of a `per_row`-wide grid."""
+    for index, color, shape in cells:
+        r, c = divmod(index, per_row)
+        size = rng.randint(*sizes)
+        x0 = c * cell + rng.randint(margin, cell - size - margin)
+        y0 = r * cell + rng.randint(margin, cell - size - margin)
+        draw_shape(draw, shape, x0, y0, size, colors[color])
+
+
 def seeded_items(name: str, split: str, size: int, seed: int, draw: Callable[[random.Random], Hashable],
                  eval_size: int = 256, max_tries: int = 100,
                  key: Callable[[Hashable], Hashable] = lambda item: item) -> tuple[list, random.Random]:

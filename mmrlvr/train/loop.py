@@ -14,17 +14,18 @@ from pathlib import Path
 import torch
 
 from mmrlvr.algos.presets import resolve_algo
-from mmrlvr.config import Config, ConfigError, save_config
+from mmrlvr.config import Config, save_config
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.models.load import load_policy
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
-from mmrlvr.train.distributed import barrier, params_sharded, rank_world, reduce_metrics
+from mmrlvr.train.distributed import barrier, reduce_metrics
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
 from mmrlvr.train.setup import (
     make_scheduler, prepare_policy, reference_policy, set_threads_and_seed, start_trackers, task_args,
+    token_weighting_for_launch,
 )
 from mmrlvr.train.signals import black_fill
 from mmrlvr.train.step import PromptStream, advantages_for, collect, update
@@ -43,6 +44,7 @@ def train(cfg: Config) -> dict:
     # the resolved config: preset fields and defaults written out, so the file reruns this run
     resolved = dataclasses.replace(cfg, algo=algo, eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
+    cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
     is_main = accelerator.is_main_process  # only rank 0 writes the run directory
     if is_main:
         if not cfg.train.resume:
@@ -78,12 +80,6 @@ def train(cfg: Config) -> dict:
     model, optimizer = accelerator.prepare(model, optimizer)
     scheduler = make_scheduler(optimizer, cfg.train)  # stepped once per RL step, like verl
     policy = accelerator.unwrap_model(model)
-    if params_sharded(policy) and rank_world()[1] > 1:
-        # sharded forwards are collectives, and the signal forwards run on each rank's own rows
-        if cfg.token_weighting.method != "none":
-            raise ConfigError(f"token_weighting.method={cfg.token_weighting.method} is not supported with "
-                              "sharded parameters (FSDP2 / ZeRO-3) yet; use DDP or method none")
-        cfg = dataclasses.replace(cfg, token_weighting=dataclasses.replace(cfg.token_weighting, diagnostics=False))
     engine = make_engine(cfg, policy, processor)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)

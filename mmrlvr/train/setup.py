@@ -54,6 +54,29 @@ def sharding_fallback(env, distributed_type: str) -> str | None:
     return None
 
 
+def sharded_launch(accelerator) -> bool:
+    """Several processes whose every forward all-gathers parameters: FSDP, or DeepSpeed ZeRO-3."""
+    kind = str(accelerator.distributed_type).split(".")[-1]
+    if accelerator.num_processes < 2 or kind not in ("FSDP", "DEEPSPEED"):
+        return False
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    return kind == "FSDP" or getattr(plugin, "zero_stage", 0) == 3
+
+
+def token_weighting_for_launch(cfg: Config, accelerator) -> Config:
+    """Token weighting under a sharded launch: refused for a method, diagnostics off.
+
+    The signal forwards run on each rank's own rows with a non-zero advantage (rank 0 alone for
+    diagnostics), so their number differs between ranks; with sharded parameters each forward is
+    a collective and the ranks would wait for each other forever."""
+    if not sharded_launch(accelerator):
+        return cfg
+    if cfg.token_weighting.method != "none":
+        raise ConfigError(f"token_weighting.method={cfg.token_weighting.method} is not supported with sharded "
+                          "parameters (FSDP / DeepSpeed ZeRO-3) yet; use DDP or token_weighting.method=none")
+    return dataclasses.replace(cfg, token_weighting=dataclasses.replace(cfg.token_weighting, diagnostics=False))
+
+
 def tracker_problem(name: str) -> str | None:
     """Why `name` cannot be an accelerate tracker here (unknown, or its package missing), else None."""
     from accelerate.tracking import LOGGER_TYPE_TO_CLASS

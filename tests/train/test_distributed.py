@@ -166,3 +166,27 @@ def test_generation_is_synced_only_for_sharded_parameters_across_ranks(monkeypat
     assert distributed.synced_generation(model)
     monkeypatch.setattr(distributed, "rank_world", lambda: (0, 1))
     assert not distributed.synced_generation(model)  # one process: nothing to wait for
+
+
+def test_sharded_launch_refuses_token_weighting_before_the_model_loads():
+    """FSDP / ZeRO-3 forwards are collectives; per-rank signal forwards would hang, so a method is
+    refused and diagnostics are switched off, from the Accelerator alone (no model needed)."""
+    from types import SimpleNamespace
+
+    from mmrlvr.config import ConfigError, load_config
+    from mmrlvr.train.setup import token_weighting_for_launch
+
+    def acc(kind, n, stage=None):
+        return SimpleNamespace(distributed_type=f"DistributedType.{kind}", num_processes=n,
+                               state=SimpleNamespace(deepspeed_plugin=SimpleNamespace(zero_stage=stage) if stage else None))
+
+    tor = load_config(None, ["token_weighting.method=tor"])
+    with pytest.raises(ConfigError, match="token_weighting.method=tor is not supported with sharded"):
+        token_weighting_for_launch(tor, acc("FSDP", 2))
+    with pytest.raises(ConfigError):
+        token_weighting_for_launch(tor, acc("DEEPSPEED", 2, stage=3))
+    assert token_weighting_for_launch(tor, acc("DEEPSPEED", 2, stage=2)) is tor  # ZeRO-2: parameters whole
+    assert token_weighting_for_launch(tor, acc("MULTI_CPU", 2)) is tor
+    assert token_weighting_for_launch(tor, acc("FSDP", 1)) is tor
+    plain = token_weighting_for_launch(load_config(None, []), acc("FSDP", 2))
+    assert plain.token_weighting.method == "none" and plain.token_weighting.diagnostics is False
