@@ -1,0 +1,93 @@
+"""DBB (Beta-Bernoulli baseline): three visits by hand, NaN, scale none, include_current False."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mmrlvr.algos.advantages import dbb
+
+NAN = float("nan")
+T = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
+
+
+def test_three_visits_with_lam_hand_computed():
+    # two prompts, lam 0.8, eps 0; prompt 0 starts at the prior (1, 1), prompt 1 at (2, 5)
+    alpha, beta = T([1.0, 2.0]), T([1.0, 5.0])
+    # visit 1: p0 r = [1, 0, 0, 1]: alpha = .8 + 2 = 2.8, beta = .8 + 2 = 2.8, p = .5, sd = .5 -> +-1
+    #          p1 r = [0, 0, 0, 0]: alpha = 1.6, beta = 4 + 4 = 8, p = 1.6 / 9.6 = 1/6,
+    #          sd = sqrt(1/6 * 5/6) = .372678 -> (0 - 1/6) / .372678 = -.447214 (all-equal: not zero)
+    adv, alpha, beta = dbb(T([[1, 0, 0, 1], [0, 0, 0, 0]]), alpha, beta, lam=0.8, eps=0.0)
+    assert torch.allclose(alpha, T([2.8, 1.6])) and torch.allclose(beta, T([2.8, 8.0]))
+    assert torch.allclose(adv, T([[1, -1, -1, 1], [-0.447214] * 4]), atol=1e-6)
+    # visit 2: p0 r = [1, 1, 1, 1]: alpha = 2.24 + 4 = 6.24, beta = 2.24, p = 6.24 / 8.48 = .735849,
+    #          sd = sqrt(.735849 * .264151) = .440880 -> (1 - .735849) / .440880 = .599145 each
+    #          p1 r = [0, 1, 0, 0]: alpha = 1.28 + 1 = 2.28, beta = 6.4 + 3 = 9.4, p = 2.28 / 11.68 = .195205,
+    #          sd = .396356 -> 0: -.492497, 1: (1 - .195205) / .396356 = 2.030470
+    adv, alpha, beta = dbb(T([[1, 1, 1, 1], [0, 1, 0, 0]]), alpha, beta, lam=0.8, eps=0.0)
+    assert torch.allclose(alpha, T([6.24, 2.28])) and torch.allclose(beta, T([2.24, 9.4]))
+    assert torch.allclose(adv, T([[0.599145] * 4, [-0.492497, 2.030470, -0.492497, -0.492497]]), atol=1e-5)
+    # visit 3 with a NaN in each: p0 r = [0, nan, 0, 1]: n = 3, s = 1: alpha = 4.992 + 1 = 5.992,
+    #          beta = 1.792 + 2 = 3.792, p = 5.992 / 9.784 = .612428, sd = .487196 -> 0: -1.257048, 1: .795515
+    #          p1 r = [1, 1, 0, nan]: alpha = 1.824 + 2 = 3.824, beta = 7.52 + 1 = 8.52, p = .309786,
+    #          sd = .462409 -> 1: 1.492660, 0: -.669945; the NaN gets 0
+    adv, alpha, beta = dbb(T([[0, NAN, 0, 1], [1, 1, 0, NAN]]), alpha, beta, lam=0.8, eps=0.0)
+    assert torch.allclose(alpha, T([5.992, 3.824])) and torch.allclose(beta, T([3.792, 8.52]))
+    assert torch.allclose(adv, T([[-1.257048, 0.0, -1.257048, 0.795515], [1.492660, 1.492660, -0.669945, 0.0]]),
+                          atol=1e-5)
+
+
+def test_default_lam_eps_and_scale_none():
+    # lam .9: alpha = .9 * 3 + 1 = 3.7, beta = .9 * 1 + 2 = 2.9, p = 3.7 / 6.6 = .560606
+    r = T([[1, 0, 0]])
+    adv, a, b = dbb(r, T([3.0]), T([1.0]), scale="none")
+    assert a.item() == pytest.approx(3.7) and b.item() == pytest.approx(2.9)
+    assert torch.allclose(adv, T([[1 - 3.7 / 6.6, -3.7 / 6.6, -3.7 / 6.6]]))
+    # scale std with the default eps 1e-6: divided by sqrt(p (1 - p)) + 1e-6
+    adv, _, _ = dbb(r, T([3.0]), T([1.0]))
+    p = 3.7 / 6.6
+    assert adv[0, 0].item() == pytest.approx((1 - p) / (math.sqrt(p * (1 - p)) + 1e-6), rel=1e-12)
+
+
+def test_eps_is_added_to_the_std():
+    # prior (1, 1), r = [1, 0], lam 1: alpha = beta = 2, p = .5, sd = .5; eps .5 -> +-.5 / 1
+    adv, _, _ = dbb(T([[1, 0]]), T([1.0]), T([1.0]), lam=1.0, eps=0.5)
+    assert torch.allclose(adv, T([[0.5, -0.5]]))
+
+
+def test_include_current_false_uses_the_old_posterior_but_still_updates():
+    # prior (3, 1): p = .75 before the visit; r = [0, 0, 0, 0] -> alpha = 2.4, beta = .8 + 4 = 4.8
+    r = T([[0, 0, 0, 0]])
+    adv, a, b = dbb(r, T([3.0]), T([1.0]), lam=0.8, eps=0.0, include_current=False)
+    # (0 - .75) / sqrt(.75 * .25) = -.75 / .433013 = -1.732051
+    assert torch.allclose(adv, T([[-1.732051] * 4]), atol=1e-6)
+    assert a.item() == pytest.approx(2.4) and b.item() == pytest.approx(4.8)
+    # include_current True: p = 2.4 / 7.2 = 1/3 -> (0 - 1/3) / sqrt(2/9) = -.707107
+    adv, _, _ = dbb(r, T([3.0]), T([1.0]), lam=0.8, eps=0.0)
+    assert torch.allclose(adv, T([[-0.707107] * 4]), atol=1e-6)
+
+
+def test_all_nan_group_decays_and_gets_zeros():
+    adv, a, b = dbb(T([[NAN, NAN]]), T([2.0]), T([4.0]), lam=0.5)
+    assert torch.equal(adv, T([[0.0, 0.0]])) and a.item() == 1.0 and b.item() == 2.0
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"lam": 0.0}, "lam"), ({"lam": 1.5}, "lam"), ({"eps": -1.0}, "eps"), ({"scale": "mad"}, "scale"),
+])
+def test_bad_arguments(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        dbb(T([[1.0, 0.0]]), T([1.0]), T([1.0]), **kwargs)
+
+
+def test_bad_shapes_and_values():
+    with pytest.raises(ValueError, match=r"\(B, G\)"):
+        dbb(T([1.0, 0.0]), T([1.0]), T([1.0]))
+    with pytest.raises(ValueError, match=r"\(2,\)"):
+        dbb(T([[1.0], [0.0]]), T([1.0]), T([1.0, 1.0]))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        dbb(T([[2.0, 0.0]]), T([1.0]), T([1.0]))
+    with pytest.raises(ValueError, match="> 0"):
+        dbb(T([[1.0, 0.0]]), T([0.0]), T([1.0]))
