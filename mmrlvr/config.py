@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from mmrlvr.config_efficiency import SampleEfficiencyConfig
+
 
 @dataclass
 class ModelConfig:
@@ -265,6 +267,8 @@ class Config:
     """Worker processes that run verifiers under the time-out; 0 runs them in-process (no bound)."""
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    sample_efficiency: SampleEfficiencyConfig = field(default_factory=SampleEfficiencyConfig)
+    """Prompt replay, DBB advantages and demonstrations (all off by default)."""
 
 
 class ConfigError(ValueError):

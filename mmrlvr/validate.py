@@ -117,6 +117,15 @@ RULES: list[Rule] = [
     Rule("token_weighting.similarity_layers", lambda v: bool(v) and all(isinstance(i, int) for i in v),
          "a non-empty list of layer indices (negative counts from the end)"),
     Rule("token_weighting.roles_per_step", at_least(0), "an integer >= 0"),
+    *[Rule(f"sample_efficiency.{k}", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]")
+      for k in ("replay.fraction", "replay.min_pass_rate", "replay.max_pass_rate", "demos.p0")],
+    Rule("sample_efficiency.replay.cooldown", at_least(0), "an integer >= 0 (steps)"),
+    Rule("sample_efficiency.replay.max_reuse", at_least(1), "an integer >= 1"),
+    Rule("sample_efficiency.dbb.lam", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
+    Rule("sample_efficiency.dbb.eps", at_least(0), "a finite number >= 0"),
+    Rule("sample_efficiency.dbb.scale", one_of("std", "none"), "std or none"),
+    Rule("sample_efficiency.demos.anneal_steps", at_least(1), "an integer >= 1 (or null: train.steps)"),
+    Rule("sample_efficiency.demos.k", at_least(1), "an integer >= 1"),
 ]
 
 
@@ -280,9 +289,27 @@ def _check_paths(cfg: Config) -> Iterable[str]:
             yield _line("output_dir", cfg.output_dir, f"a writable directory ({parent} is not writable)")
 
 
+def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
+    """What one value alone cannot say: the pass-rate window, a batch that holds no replay,
+    rewards DBB cannot read as pass rates."""
+    rp, p = cfg.sample_efficiency.replay, cfg.rollout.prompts_per_step
+    if rp.enabled and all(_num(v) for v in (rp.min_pass_rate, rp.max_pass_rate)) and rp.min_pass_rate > rp.max_pass_rate:
+        yield _line("sample_efficiency.replay.min_pass_rate", rp.min_pass_rate,
+                    f"expected <= sample_efficiency.replay.max_pass_rate ({rp.max_pass_rate})")
+    if rp.enabled and _num(rp.fraction) and _num(p) and min(math.floor(p * min(rp.fraction, 0.5)), p // 2) < 1:
+        yield _line("sample_efficiency.replay.fraction", rp.fraction,
+                    f"expected a share that leaves at least one replay in a batch of rollout.prompts_per_step={p} "
+                    "(min(floor(P * fraction), P // 2) >= 1)")
+    if cfg.sample_efficiency.dbb.enabled:
+        for i, term in enumerate(cfg.rewards):
+            if _num(term.weight) and term.weight < 0:
+                yield _line(f"rewards[{i}].weight", term.weight,
+                            "expected >= 0 with sample_efficiency.dbb (rewards / maximum must lie in [0, 1])")
+
+
 CHECKS: list[Callable[[Config], Iterable[str]]] = [
     _check_rules, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
-    _check_paths,
+    _check_paths, _check_sample_efficiency,
 ]
 
 

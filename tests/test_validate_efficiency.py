@@ -1,0 +1,75 @@
+"""The sample-efficiency settings: each bad value is one `mmrlvr: error:` line before the model
+loads; good ones pass; the YAML section round-trips."""
+
+import pytest
+
+from mmrlvr.cli import main
+from mmrlvr.config import load_config, save_config
+from mmrlvr.config_efficiency import max_reward
+from mmrlvr.validate import config_errors
+
+SE = "sample_efficiency"
+CASES = [
+    (f"{SE}.replay.fraction=1.5", f"{SE}.replay.fraction=1.5: expected a number in [0, 1]"),
+    (f"{SE}.replay.cooldown=-1", f"{SE}.replay.cooldown=-1: expected an integer >= 0 (steps)"),
+    (f"{SE}.replay.max_reuse=0", f"{SE}.replay.max_reuse=0: expected an integer >= 1"),
+    (f"{SE}.replay.min_pass_rate=-0.1", f"{SE}.replay.min_pass_rate=-0.1: expected a number in [0, 1]"),
+    (f"{SE}.replay.max_pass_rate=1.2", f"{SE}.replay.max_pass_rate=1.2: expected a number in [0, 1]"),
+    (f"{SE}.dbb.lam=0", f"{SE}.dbb.lam=0.0: expected a number in (0, 1]"),
+    (f"{SE}.dbb.eps=-1", f"{SE}.dbb.eps=-1.0: expected a finite number >= 0"),
+    (f"{SE}.dbb.scale=mad", f"{SE}.dbb.scale='mad': expected std or none"),
+    (f"{SE}.demos.p0=2", f"{SE}.demos.p0=2.0: expected a number in [0, 1]"),
+    (f"{SE}.demos.anneal_steps=0", f"{SE}.demos.anneal_steps=0: expected an integer >= 1 (or null: train.steps)"),
+    (f"{SE}.demos.k=0", f"{SE}.demos.k=0: expected an integer >= 1"),
+    (f"{SE}.replay.cooldown=2.5", f"{SE}.replay.cooldown: expected int, got 2.5"),
+]
+# settings wrong only together
+CROSS = [
+    ([f"{SE}.replay.enabled=true", f"{SE}.replay.min_pass_rate=0.8"],
+     f"{SE}.replay.min_pass_rate=0.8: expected <= {SE}.replay.max_pass_rate (0.7)"),
+    # P = 3, fraction .3: min(floor(.9), 1) = 0 replays
+    ([f"{SE}.replay.enabled=true", f"{SE}.replay.fraction=0.3", "rollout.prompts_per_step=3"],
+     f"{SE}.replay.fraction=0.3: expected a share that leaves at least one replay in a batch of rollout.prompts_per_step=3"),
+    ([f"{SE}.dbb.enabled=true", "rewards=[{verifier: count, weight: -0.5}]"],
+     "rewards[0].weight=-0.5: expected >= 0 with sample_efficiency.dbb"),
+]
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    import mmrlvr.train.loop as loop
+
+    def too_late(*a, **k):
+        raise AssertionError("validation let a bad config through to the heavy part")
+
+    monkeypatch.setattr(loop, "set_threads_and_seed", too_late)
+
+
+@pytest.mark.parametrize("overrides,expected", [([o], e) for o, e in CASES] + CROSS,
+                         ids=[c[0] for c in CASES] + [c[0][-1] for c in CROSS])
+def test_each_bad_setting_is_one_line(overrides, expected, no_model, tmp_path, capsys):
+    assert main(["train", "configs/quickstart.yaml", f"output_dir={tmp_path / 'run'}", *overrides]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mmrlvr: error: ") and expected in lines[0], lines
+
+
+def test_good_settings_pass_and_round_trip(tmp_path):
+    on = [f"{SE}.replay.enabled=true", f"{SE}.replay.fraction=0.9", f"{SE}.replay.min_pass_rate=0.7",
+          f"{SE}.dbb.enabled=true", f"{SE}.dbb.scale=none", f"{SE}.dbb.eps=1e-6", f"{SE}.demos.enabled=true",
+          f"{SE}.demos.anneal_steps=40", "rollout.prompts_per_step=2", f"output_dir={tmp_path}"]
+    cfg = load_config("configs/quickstart.yaml", on)
+    assert config_errors(cfg) == []
+    assert cfg.sample_efficiency.dbb.eps == 1e-6 and cfg.sample_efficiency.demos.anneal_steps == 40
+    save_config(cfg, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == cfg
+    # all off by default
+    d = load_config(None).sample_efficiency
+    assert not (d.replay.enabled or d.dbb.enabled or d.demos.enabled)
+
+
+def test_max_reward():
+    assert max_reward(load_config(None)) == 1.0  # each sample's own verifier, weight 1
+    cfg = load_config(None, ["rewards=[{verifier: count, weight: 0.5}, {verifier: format, weight: 2}, "
+                             "{verifier: count, weight: -1}]", "temporal_contrast.enabled=true",
+                             "temporal_contrast.alpha=0.3"])
+    assert max_reward(cfg) == pytest.approx(0.5 + 2 + 0.3)  # negative weights add nothing
