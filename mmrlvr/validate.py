@@ -289,9 +289,19 @@ def _check_paths(cfg: Config) -> Iterable[str]:
             yield _line("output_dir", cfg.output_dir, f"a writable directory ({parent} is not writable)")
 
 
+NOT_WIRED = ("replay", "dbb", "demos")
+"""Sample-efficiency methods whose building blocks exist but that `mmrlvr train` does not call
+yet: enabling one is an error rather than a silently ignored setting (remove each when wired)."""
+
+
 def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
     """What one value alone cannot say: the pass-rate window, a batch that holds no replay,
-    rewards DBB cannot read as pass rates."""
+    rewards DBB cannot read as pass rates; and methods not wired into training yet."""
+    for name in NOT_WIRED:
+        if getattr(cfg.sample_efficiency, name).enabled:
+            yield _line(f"sample_efficiency.{name}.enabled", True,
+                        "not wired into `mmrlvr train` yet (the building blocks are in mmrlvr/data/replay.py, "
+                        "mmrlvr/algos/advantages.py:dbb and mmrlvr/data/demos.py)")
     rp, p = cfg.sample_efficiency.replay, cfg.rollout.prompts_per_step
     if rp.enabled and all(_num(v) for v in (rp.min_pass_rate, rp.max_pass_rate)) and rp.min_pass_rate > rp.max_pass_rate:
         yield _line("sample_efficiency.replay.min_pass_rate", rp.min_pass_rate,
