@@ -1,0 +1,59 @@
+"""Per-prompt Beta posteriors for `dbb`, kept across steps and saved in checkpoints.
+
+`BetaPosteriors.advantages(sample_ids, rewards)` reads each prompt's (alpha, beta) (the prior
+(1, 1) on a first visit), applies `dbb` and writes the updated posteriors back, so the learner
+needs one call per rollout batch and `state_dict()` in its run state.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from mmrlvr.algos.advantages import dbb
+
+
+class BetaPosteriors:
+    """(alpha, beta) per prompt id; JSON state. Rewards must already be divided by the maximum."""
+
+    PRIOR = (1.0, 1.0)
+
+    def __init__(self, lam: float = 0.9, eps: float = 1e-6, scale: str = "std", include_current: bool = True):
+        self.lam, self.eps, self.scale, self.include_current = lam, eps, scale, include_current
+        self.ab: dict[str, tuple[float, float]] = {}
+
+    def advantages(self, sample_ids: Sequence[str], rewards: torch.Tensor) -> torch.Tensor:
+        """rewards (B, G) for prompts `sample_ids` -> advantages (B, G); posteriors updated.
+
+        A prompt twice in one batch is two visits in row order (the second sees the first).
+        """
+        if rewards.dim() != 2 or rewards.shape[0] != len(sample_ids):
+            raise ValueError(f"BetaPosteriors: rewards of shape {tuple(rewards.shape)} for {len(sample_ids)} prompts")
+        adv = torch.zeros_like(rewards)
+        seen: dict[str, int] = {}
+        rank = []
+        for sid in sample_ids:
+            rank.append(seen.get(sid, 0))
+            seen[sid] = rank[-1] + 1
+        for r in range(max(rank, default=-1) + 1):
+            rows = [i for i, k in enumerate(rank) if k == r]
+            ids = [sample_ids[i] for i in rows]
+            prior = torch.tensor([self.ab.get(s, self.PRIOR) for s in ids], dtype=torch.float64)
+            a, alpha, beta = dbb(rewards[rows].double(), prior[:, 0], prior[:, 1], lam=self.lam, eps=self.eps,
+                                 scale=self.scale, include_current=self.include_current)
+            adv[rows] = a.to(adv.dtype)
+            for s, x, y in zip(ids, alpha.tolist(), beta.tolist()):
+                self.ab[s] = (x, y)
+        return adv
+
+    def metrics(self) -> dict[str, float]:
+        """dbb/prompts: prompts with a posterior; dbb/mean_p: their mean posterior pass rate."""
+        ps = [a / (a + b) for a, b in self.ab.values()]
+        return {"dbb/prompts": float(len(ps)), "dbb/mean_p": sum(ps) / len(ps) if ps else 0.0}
+
+    def state_dict(self) -> dict:
+        return {"ab": {k: [a, b] for k, (a, b) in sorted(self.ab.items())}}
+
+    def load_state_dict(self, d: dict) -> None:
+        self.ab = {k: (float(a), float(b)) for k, (a, b) in d["ab"].items()}
