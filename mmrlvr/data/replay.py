@@ -191,6 +191,18 @@ class PromptReplay:
             "replay/mean_reuse": sum(self.reuse[i] for i in self._replayed) / n_rep if n_rep else 0.0,
         }
 
+    def __copy__(self) -> "PromptReplay":
+        """An independent copy (a look-ahead `copy.copy(source).take(...)` must not change this one);
+        the samples themselves are shared."""
+        new = object.__new__(PromptReplay)
+        new.__dict__.update(self.__dict__)
+        for k in ("_order", "_replayed"):
+            setattr(new, k, list(getattr(self, k)))
+        for k in ("pass_rate", "reuse", "last_step", "in_flight"):
+            setattr(new, k, dict(getattr(self, k)))
+        new.queue, new._chosen = set(self.queue), set(self._chosen)
+        return new
+
     # -- checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """JSON-serialisable state, keyed by sample id."""

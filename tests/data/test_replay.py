@@ -218,3 +218,21 @@ def test_state_dict_round_trip_mid_run_continues_identically():
     assert b.state_dict() == a.state_dict()
     with pytest.raises(ValueError, match="seed 4"):
         PromptReplay(samples(15), 5, **kw).load_state_dict(mid)
+
+
+def test_a_copy_looks_ahead_without_changing_the_source():
+    import copy
+
+    src = PromptReplay(samples(10), 0, cooldown=0)
+    batch = ids(src.take(4, 0))
+    src.feedback(0, batch, [group(4)] * 4)
+    before = json.dumps(src.state_dict())
+    peek = copy.copy(src)
+    assert ids(peek.take(4, 1)) == ids(src.take(4, 1)) and json.dumps(peek.state_dict()) == json.dumps(src.state_dict())
+    peek.take(4, 2)
+    peek.feedback(1, batch[:1], [group(8)])
+    assert json.dumps(copy.copy(src).state_dict()) != before  # src moved on by its own take only
+    src2 = PromptReplay(samples(10), 0, cooldown=0)
+    src2.load_state_dict(json.loads(before))
+    src2.take(4, 1)
+    assert src2.state_dict() == src.state_dict()
