@@ -8,7 +8,8 @@ in when the batch is encoded) and `box_format`, the coordinates the model answer
 `coords: auto` picks by the model's `config.model_type`; set `coords` to override.
 
 Real data (`data:` set): RefCOCO-style rows (`image`, a referring expression in `question`, a box
-in `answer`, `box_format: xywh | xyxy` in the task args) and VOC-style rows (`filename`,
+in `answer`, `box_format: xyxy | xywh | xyxy_norm | xywh_norm` in the task args; a file whose boxes
+contradict the declared format stops with the format to set, see `_boxes.py`) and VOC-style rows (`filename`,
 `objects` with `xmin..ymax` strings, as in the raccoon sample): one sample per image, `iou` for
 one object and `boxes` (F1 at IoU >= 0.5) for several.
 
@@ -33,6 +34,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
+from mmrlvr.tasks._boxes import BOX_FORMATS, check_box_format, parse_box, require_convention
 from mmrlvr.data.prompts import build_messages, instruction
 from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
@@ -59,30 +61,6 @@ def box_format_for(coords: str, model_type: str | None) -> str:
             raise ValueError(f"coords {coords!r} unknown; known: auto, {', '.join(UNITS)}")
         return coords
     return CONVENTIONS.get(model_type or "qwen2_5_vl", "absolute")
-
-
-def parse_box(value, fmt: str = "xyxy") -> list[float]:
-    """A box cell (list, "[x, y, x, y]" string, or xmin..ymax dict) as [x1, y1, x2, y2]; BadRow if not."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value if value.strip().startswith("[") else f"[{value}]")
-        except ValueError:
-            raise BadRow(f"box {value[:60]!r} cannot be parsed") from None
-    if isinstance(value, dict):
-        value = [value.get(k) for k in ("xmin", "ymin", "xmax", "ymax")]
-    try:
-        box = [float(v) for v in value]
-    except (TypeError, ValueError):
-        raise BadRow(f"box {str(value)[:60]!r} cannot be parsed") from None
-    if len(box) != 4 or not all(math.isfinite(v) for v in box):
-        raise BadRow(f"box {str(value)[:60]!r} is not four finite numbers")
-    if fmt == "xywh":
-        box = [box[0], box[1], box[0] + box[2], box[1] + box[3]]
-    elif fmt != "xyxy":
-        raise ValueError(f"box_format {fmt!r} unknown; known: xyxy, xywh")
-    if box[2] <= box[0] or box[3] <= box[1]:
-        raise BadRow(f"box {box} has no area (x2 <= x1 or y2 <= y1)")
-    return box
 
 
 def _prompt(what: str, fmt: str, several: bool, template: str) -> str:
@@ -118,9 +96,20 @@ def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str)
         raise BadRow("referring expression (question) is missing")
     if row.fields.get("answer") is None:
         raise BadRow("box (answer) is missing")
-    box = parse_box(row.fields["answer"], box_format)
+    size = image_size(row.images[0]) if box_format.endswith("_norm") else None
+    box = parse_box(row.fields["answer"], box_format, size)
     messages, images = build_messages("", row.images, _prompt(question.strip().rstrip("?."), fmt, False, template))
-    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source))
+    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source, size))
+
+
+def image_size(ref) -> tuple[int, int] | None:
+    """(width, height) from the image header (no decode), or None when it cannot be opened."""
+    from mmrlvr.data.media import _open
+
+    try:
+        return _open(ref, None)[0].size
+    except Exception:  # noqa: BLE001 - a bad image is reported when it is decoded
+        return None
 
 
 # --- synthetic ------------------------------------------------------------------------------
@@ -190,12 +179,13 @@ def build(split: str, size: int, seed: int, data: str | None = None, eval_data: 
     """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
     instruction(template)
     fmt = box_format_for(coords, model_type)
-    if box_format not in ("xyxy", "xywh"):
-        raise ValueError(f"box_format {box_format!r} unknown; known: xyxy, xywh")
+    check_box_format(box_format)
     if data is None:
         return synthetic(split, size, seed, template, fmt, flaw_prob, pad, eval_size, ramp, n_shapes)
     spec = eval_data if (split == "eval" and eval_data) else data
     source, _, rows = read_rows(spec, {**COLUMNS, **(columns or {})}, required=("image",),
                                 image_root=image_root, cache_dir=cache_dir)
+    require_convention(source, [(r.index, r.fields["answer"]) for r in rows
+                                if isinstance(r, Row) and r.fields.get("answer") is not None], box_format)
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
     return build_samples(source, rows, lambda r: real_sample(r, source, template, fmt, box_format), max_bad_frac, keep)
