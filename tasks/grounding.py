@@ -35,7 +35,8 @@ from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
 from mmrlvr.tasks._boxes import BOX_FORMATS, check_box_format, parse_box, require_convention
-from mmrlvr.data.prompts import build_messages, instruction
+from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
+from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
 
@@ -45,6 +46,7 @@ COLUMNS = {
     "answer": ["answer", "bbox", "box", "solution"],
     "objects": ["objects"],
     "id": ["id", "ann_id", "question_id"],
+    "prompt": ["prompt"],  # the whole user text, when the data carries it (TRL style)
 }
 CONVENTIONS = {"qwen2_vl": "norm1000", "qwen3_vl": "norm1000", "qwen3_vl_moe": "norm1000", "qwen2_5_vl": "absolute"}
 UNITS = {"norm1000": "relative coordinates from 0 to 1000", "absolute": "pixels of the image"}
@@ -68,17 +70,28 @@ def _prompt(what: str, fmt: str, several: bool, template: str) -> str:
     return f"{ask} Answer with the bounding box [x1, y1, x2, y2] in {UNITS[fmt]}. {instruction(template)}".strip()
 
 
-def _meta(fmt: str, row: Row | None, source: str, image_size=None) -> dict:
+def _messages(spec: PromptSpec, images, what: str, fmt: str, several: bool, columns: dict | None = None,
+              prompt: str | None = None):
+    """The shipped wording, or the user's template with `question` (the object), `units`, `answer_format`."""
+    fields = {**(columns or {}), "question": what, "units": UNITS[fmt], "box_format": fmt, "several": several,
+              "answer_format": instruction(spec.template), "columns": columns or {}}
+    return user_messages(spec, "", images, _prompt(what, fmt, several, spec.template), fields, prompt)
+
+
+def _meta(fmt: str, row: Row | None, source: str, image_size=None, columns: dict | None = None) -> dict:
     meta = {"box_format": fmt, "image_size": image_size, "input_size": None}
     if row is not None:
         meta.update(row=row.index, source=source)
+    if columns:
+        meta["columns"] = columns
     return meta
 
 
-def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str) -> Sample:
+def real_sample(row: Row, source: str, template: PromptSpec, fmt: str, box_format: str) -> Sample:
     if len(row.images) != 1:
         raise BadRow(f"grounding needs one image per row, the row has {len(row.images)}")
-    objects, rid = row.fields.get("objects"), row.fields.get("id")
+    fields, columns = split_extra(row.fields)
+    objects, rid = fields.get("objects"), fields.get("id")
     sid = f"{Path(source).name}:{rid if rid is not None else row.index}"
     if objects is not None and row.fields.get("answer") is None:  # VOC-style rows
         if not objects:
@@ -88,9 +101,9 @@ def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str)
         what = " or ".join(names)
         first = objects[0]
         size = (int(first["width"]), int(first["height"])) if first.get("width") and first.get("height") else None
-        messages, images = build_messages("", row.images, _prompt(what, fmt, len(boxes) > 1, template))
+        messages, images = _messages(template, row.images, what, fmt, len(boxes) > 1, columns, fields.get("prompt"))
         reference, verifier = (boxes[0], "iou") if len(boxes) == 1 else (boxes, "boxes")
-        return Sample(sid, messages, reference, verifier, images, meta=_meta(fmt, row, source, size))
+        return Sample(sid, messages, reference, verifier, images, meta=_meta(fmt, row, source, size, columns))
     question = row.fields.get("question")
     if not isinstance(question, str) or not question.strip():
         raise BadRow("referring expression (question) is missing")
@@ -98,8 +111,8 @@ def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str)
         raise BadRow("box (answer) is missing")
     size = image_size(row.images[0]) if box_format.endswith("_norm") else None
     box = parse_box(row.fields["answer"], box_format, size)
-    messages, images = build_messages("", row.images, _prompt(question.strip().rstrip("?."), fmt, False, template))
-    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source, size))
+    messages, images = _messages(template, row.images, question.strip().rstrip("?."), fmt, False, columns, fields.get("prompt"))
+    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source, size, columns))
 
 
 def image_size(ref) -> tuple[int, int] | None:
@@ -149,7 +162,7 @@ def _in_format(box: list[float], fmt: str) -> list[int]:
     return [round(v * scale) for v in box]
 
 
-def synthetic(split: str, size: int, seed: int, template: str, fmt: str, flaw_prob: float, pad: int,
+def synthetic(split: str, size: int, seed: int, template: PromptSpec, fmt: str, flaw_prob: float, pad: int,
               eval_size: int, ramp: bool = True, n_shapes: int = 3) -> list[Sample]:
     if not 1 <= n_shapes <= len(COLORS):
         raise ValueError(f"grounding: n_shapes {n_shapes} must be 1-{len(COLORS)} (one colour each)")
@@ -161,7 +174,7 @@ def synthetic(split: str, size: int, seed: int, template: str, fmt: str, flaw_pr
         box = [x0, y0, x0 + s, y0 + s]
         loose = rng.random() < flaw_prob
         said = [max(0, box[0] - pad), max(0, box[1] - pad), min(SIZE, box[2] + pad), min(SIZE, box[3] + pad)] if loose else box
-        messages, images = build_messages("", [png_bytes(_draw(placed, ramp))], _prompt(f"{color} {shape}", fmt, False, template))
+        messages, images = _messages(template, [png_bytes(_draw(placed, ramp))], f"{color} {shape}", fmt, False)
         samples.append(Sample(
             id=f"grounding-{split}-{seed}-{i}", messages=messages, reference=[float(v) for v in box], verifier="iou",
             images=images, meta={**_meta(fmt, None, "", (SIZE, SIZE)), "teacher_loose": loose},
@@ -175,15 +188,15 @@ def build(split: str, size: int, seed: int, data: str | None = None, eval_data: 
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
           box_format: str = "xyxy", coords: str = "auto", model_type: str | None = None,
           flaw_prob: float = 0.7, pad: int = 6, eval_size: int = 256, ramp: bool = True,
-          n_shapes: int = 3) -> list[Sample]:
+          n_shapes: int = 3, prompt_template: str | None = None, system_prompt: str | None = None) -> list[Sample]:
     """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
-    instruction(template)
+    template = prompt_spec(template, prompt_template, system_prompt)  # validate early
     fmt = box_format_for(coords, model_type)
     check_box_format(box_format)
     if data is None:
         return synthetic(split, size, seed, template, fmt, flaw_prob, pad, eval_size, ramp, n_shapes)
     spec = eval_data if (split == "eval" and eval_data) else data
-    source, _, rows = read_rows(spec, {**COLUMNS, **(columns or {})}, required=("image",),
+    source, _, rows = read_rows(spec, extra_columns(spec, {**COLUMNS, **(columns or {})}, cache_dir), required=("image",),
                                 image_root=image_root, cache_dir=cache_dir)
     require_convention(source, [(r.index, r.fields["answer"]) for r in rows
                                 if isinstance(r, Row) and r.fields.get("answer") is not None], box_format)
