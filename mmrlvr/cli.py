@@ -95,6 +95,15 @@ def _cmd_verifiers(args) -> int:
     return 0
 
 
+def _cmd_tasks(args) -> int:
+    from mmrlvr.tasks import task_module
+    from mmrlvr.tasks._catalogue import describe, task_names
+
+    names = args.names or task_names()
+    print("\n\n".join(describe(task_module(n), n) for n in names))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmrlvr", description="RL with verifiable rewards for VLMs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                         "registered verifiers: a data row never chooses code")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=_cmd_score)
+    p = sub.add_parser("tasks", help="list tasks with their task.args (defaults) and data column keys")
+    p.add_argument("names", nargs="*", help="only these tasks")
+    p.set_defaults(fn=_cmd_tasks)
     p = sub.add_parser("verifiers", help="list available verifiers")
     p.set_defaults(fn=_cmd_verifiers)
     args = parser.parse_args(argv)
