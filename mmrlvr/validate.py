@@ -280,6 +280,13 @@ def _check_task_args(cfg: Config) -> Iterable[str]:
             yield _line("task.args.template", args["template"], f"one of {', '.join(TEMPLATES)}")
     if args.get("prompt_template") is not None:
         yield from _check_prompt_template(cfg, args["prompt_template"])
+    teacher = getattr(module, "teacher_problem", None)
+    if cfg.warm_start.steps > 0 and not cfg.warm_start.checkpoint and callable(teacher):
+        from mmrlvr.tasks import model_type_of
+
+        why = teacher(args, model_type_of(cfg.model.path) if "model_type" in takes else None)
+        if why:
+            yield _line("warm_start.steps", cfg.warm_start.steps, why)
 
 
 def _check_prompt_template(cfg: Config, path) -> Iterable[str]:

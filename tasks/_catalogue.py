@@ -39,6 +39,8 @@ def describe(module, name: str) -> str:
         if arg in DEPRECATED:
             continue
         shown = "(required)" if default is inspect.Parameter.empty else repr(default)
+        if arg == "max_bad_frac" and default is None:
+            shown = "None (1% of the rows, at least one row)"
         if arg in FROM_CONFIG:
             shown = f"from {FROM_CONFIG[arg]}"
         lines.append(f"  {arg} = {shown}")

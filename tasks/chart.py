@@ -21,7 +21,7 @@ import random
 from PIL import Image, ImageDraw
 
 from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
-from mmrlvr.data.qa import load_real, qa_sample
+from mmrlvr.data.qa import teacher_problem, load_real, qa_sample
 from mmrlvr.data.synthetic import png_bytes, seeded_items
 from mmrlvr.types import Sample
 from mmrlvr.verifiers.answer import parse_number
@@ -128,7 +128,7 @@ def synthetic(split: str, size: int, seed: int, template: PromptSpec, flaw_prob:
 
 
 def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
-          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
+          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float | None = None,
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
           flaw_prob: float = 0.7, eval_size: int = 256, prompt_template: str | None = None,
           system_prompt: str | None = None, kinds: tuple = ("bar", "line"),

@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
+from mmrlvr.tasks._policy import bad_frac
 from mmrlvr.tasks._boxes import BOX_FORMATS, check_box_format, parse_box, require_convention
 from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
 from mmrlvr.data.qa import extra_columns, split_extra
@@ -103,7 +104,8 @@ def real_sample(row: Row, source: str, template: PromptSpec, fmt: str, box_forma
         size = (int(first["width"]), int(first["height"])) if first.get("width") and first.get("height") else None
         messages, images = _messages(template, row.images, what, fmt, len(boxes) > 1, columns, fields.get("prompt"))
         reference, verifier = (boxes[0], "iou") if len(boxes) == 1 else (boxes, "boxes")
-        return Sample(sid, messages, reference, verifier, images, meta=_meta(fmt, row, source, size, columns))
+        target = reference_target(boxes, fmt, size or image_size(row.images[0]) if fmt == "norm1000" else None)
+        return Sample(sid, messages, reference, verifier, images, meta=_meta(fmt, row, source, size, columns), target=target)
     question = row.fields.get("question")
     if not isinstance(question, str) or not question.strip():
         raise BadRow("referring expression (question) is missing")
@@ -112,7 +114,8 @@ def real_sample(row: Row, source: str, template: PromptSpec, fmt: str, box_forma
     size = image_size(row.images[0]) if box_format.endswith("_norm") else None
     box = parse_box(row.fields["answer"], box_format, size)
     messages, images = _messages(template, row.images, question.strip().rstrip("?."), fmt, False, columns, fields.get("prompt"))
-    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source, size, columns))
+    target = reference_target([box], fmt, size or image_size(row.images[0]) if fmt == "norm1000" else None)
+    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source, size, columns), target=target)
 
 
 def image_size(ref) -> tuple[int, int] | None:
@@ -123,6 +126,30 @@ def image_size(ref) -> tuple[int, int] | None:
         return _open(ref, None)[0].size
     except Exception:  # noqa: BLE001 - a bad image is reported when it is decoded
         return None
+
+
+def reference_target(boxes: list, fmt: str, size) -> str | None:
+    """A teacher completion from the reference boxes, for the warm start on real rows: exact in
+    relative units (`norm1000`: box / image size * 1000). In `absolute` units the model answers in
+    pixels of the processor-resized image, unknown until the batch is encoded: no target then
+    (`teacher_problem` says what to do before the model loads)."""
+    if fmt != "norm1000" or not size:
+        return None
+    w, h = size
+    scaled = [[round(b[0] / w * 1000), round(b[1] / h * 1000), round(b[2] / w * 1000), round(b[3] / h * 1000)] for b in boxes]
+    return f"<answer>{json.dumps(scaled[0] if len(scaled) == 1 else scaled)}</answer>"
+
+
+def teacher_problem(args: dict, model_type: str | None) -> str | None:
+    """Why a warm start has no teacher completions with these args (one line saying what to do), or None."""
+    if args.get("data") is None:
+        return None
+    fmt = box_format_for(args.get("coords", "auto"), model_type)
+    if fmt == "norm1000":
+        return None
+    return (f"grounding on real rows (task.args.data) has no teacher boxes in {fmt} units ({model_type or 'tiny'} "
+            "answers in pixels of the resized image); set warm_start.steps=0 to start RL from the loaded model, "
+            "task.args.coords=norm1000 to warm-start on the reference boxes, or warm_start.checkpoint")
 
 
 # --- synthetic ------------------------------------------------------------------------------
@@ -184,7 +211,7 @@ def synthetic(split: str, size: int, seed: int, template: PromptSpec, fmt: str, 
 
 
 def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
-          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
+          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float | None = None,
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
           box_format: str = "xyxy", coords: str = "auto", model_type: str | None = None,
           flaw_prob: float = 0.7, pad: int = 6, eval_size: int = 256, ramp: bool = True,
@@ -201,4 +228,5 @@ def build(split: str, size: int, seed: int, data: str | None = None, eval_data: 
     require_convention(source, [(r.index, r.fields["answer"]) for r in rows
                                 if isinstance(r, Row) and r.fields.get("answer") is not None], box_format)
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
-    return build_samples(source, rows, lambda r: real_sample(r, source, template, fmt, box_format), max_bad_frac, keep)
+    return build_samples(source, rows, lambda r: real_sample(r, source, template, fmt, box_format),
+                         bad_frac(max_bad_frac, len(rows)), keep)

@@ -98,7 +98,7 @@ def qa_sample(row: Row, source: str, template: str | PromptSpec, free_form: Call
 
 
 def load_real(split: str, size: int, seed: int, data: str, eval_data: str | None, columns: dict | None,
-              image_root: str | None, max_bad_frac: float, template: str | PromptSpec, holdout_frac: float,
+              image_root: str | None, max_bad_frac: float | None, template: str | PromptSpec, holdout_frac: float,
               cache_dir: str | None, defaults: dict, make: Callable) -> list[Sample]:
     """Shared by the QA tasks: read the split's file, map columns, build samples, hold out eval."""
     spec = eval_data if (split == "eval" and eval_data) else data
@@ -106,4 +106,15 @@ def load_real(split: str, size: int, seed: int, data: str, eval_data: str | None
     source, _, rows = read_rows(spec, mapping, required=("question", "answer"), image_root=image_root,
                                 cache_dir=cache_dir)
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
-    return build_samples(source, rows, lambda r: make(r, source, template), max_bad_frac, keep)
+    from mmrlvr.tasks._policy import bad_frac  # unset: 1% of the rows, never less than one row
+
+    return build_samples(source, rows, lambda r: make(r, source, template), bad_frac(max_bad_frac, len(rows)), keep)
+
+
+def teacher_problem(args: dict, model_type: str | None = None) -> str | None:
+    """Real rows give teacher completions from their references, except under the `think` template
+    (a reference has no reasoning to imitate): say so before the model loads."""
+    if args.get("data") is not None and args.get("template") == "think":
+        return ("real rows have no teacher reasoning for template 'think'; set warm_start.steps=0, "
+                "or warm-start with template 'answer' (warm_start.checkpoint)")
+    return None
