@@ -110,3 +110,20 @@ def test_the_parse_error_shows_the_value_and_the_accepted_forms():
     with pytest.raises(BadRow) as err:
         parse_box({"x": None, "y": 2, "w": 3, "h": 4})
     assert str(err.value) == f"box {{'x': None, 'y': 2, 'w': 3, 'h': 4}} cannot be parsed; {ACCEPTED}"
+
+
+@needs_data
+def test_mmrlvr_train_stops_a_wrong_box_format_in_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    from mmrlvr.cli import main
+    from mmrlvr.models import load
+
+    monkeypatch.setattr(load, "load_policy", lambda *a, **k: pytest.fail("the model must not load"))
+    rows = _raccoon_rows()
+    path = _write(tmp_path, "coco.jsonl", [[x1, y1, x2 - x1, y2 - y1] for _, (x1, y1, x2, y2), _ in rows])
+    status = main(["train", "configs/grounding_tiny.yaml", f"task.args.data={path}", "warm_start.steps=0",
+                   f"output_dir={tmp_path / 'run'}", "train.log_with=[]"])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith(("mmrlvr", "Traceback"))]
+    assert status == 2 and len(err) == 1  # one line, no traceback
+    # raccoon-100.jpg (row 2): x 548 + w -142 ... read as xyxy, x2 = 406 <= x1 = 548
+    assert err[0] == (f"mmrlvr: error: {path}: 3 of 30 boxes have x2 <= x1 or y2 <= y1 when read as xyxy "
+                      "(row 2: [548.0, 10.0, 406.0, 510.0]) while all read cleanly as xywh: set task.args.box_format: xywh")
