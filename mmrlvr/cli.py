@@ -34,7 +34,7 @@ def _cmd_train(args) -> int:
 
     note = small_split_note(summary.get("eval_after", {}).get("n"))
     if note:
-        print(f"mmrlvr: note: {note.strip().strip('[]')}", file=sys.stderr)
+        print(f"mmrlvr: note: {note.strip().strip('()')}", file=sys.stderr)
     return 0
 
 

@@ -10,9 +10,10 @@ SMALL_SPLIT = 30
 
 
 def small_split_note(n: int | None) -> str:
-    """"" for a split of SMALL_SPLIT rows or more, else a short warning (with a leading space)."""
+    """"" for a split of SMALL_SPLIT rows or more, else a short warning in round brackets (leading space)."""
     if n is None or n >= SMALL_SPLIT:
         return ""
     step = 100.0 / n if n else float("inf")
-    return (f" [only {n} held-out rows: one answer moves accuracy by {step:.0f} points; "
-            f"use eval_data or a larger holdout_frac for >= {SMALL_SPLIT}]")
+    # round brackets: rich (the progress console) would swallow "[...]" as markup
+    return (f" (only {n} held-out rows: one answer moves accuracy by {step:.0f} points; "
+            f"use eval_data or a larger holdout_frac for >= {SMALL_SPLIT})")

@@ -66,8 +66,18 @@ def test_small_held_out_splits_are_flagged_where_results_print():
     from mmrlvr.train.eval_cli import format_table
 
     # 3 rows: one answer is 100 / 3 = 33 points
-    assert small_split_note(3) == (" [only 3 held-out rows: one answer moves accuracy by 33 points; "
-                                   "use eval_data or a larger holdout_frac for >= 30]")
+    assert small_split_note(3) == (" (only 3 held-out rows: one answer moves accuracy by 33 points; "
+                                   "use eval_data or a larger holdout_frac for >= 30)")
     assert small_split_note(30) == "" and small_split_note(None) == ""
+    from rich.console import Console
+
+    from mmrlvr.train.progress import Progress
+
+    console = Console(record=True, width=400)
+    progress = Progress(1, enabled=True)
+    progress.console = console
+    progress.close({"eval_before": {"accuracy": 0.5}, "eval_after": {"accuracy": 0.25, "n": 4}, "run_dir": "r"})
+    # the end-of-run line keeps the note (rich would swallow it as markup in square brackets)
+    assert "(-25.0 points, n=4) (only 4 held-out rows: one answer moves accuracy by 25 points;" in console.export_text()
     table = format_table({"accuracy": 0.5, "n": 4})
     assert table.splitlines()[-1] == "note          only 4 held-out rows: one answer moves accuracy by 25 points; use eval_data or a larger holdout_frac for >= 30"
