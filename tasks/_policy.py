@@ -20,6 +20,7 @@ from mmrlvr.types import Sample
 
 DEFAULT_BAD_FRAC = 0.01
 log = logging.getLogger("mmrlvr.data")
+_SAID: set = set()  # deprecation lines already logged (both splits build with the same args)
 
 
 def bad_frac(max_bad_frac: float | None, n: int) -> float:
@@ -37,7 +38,9 @@ def renamed(task: str, new: str, new_value, old: str, old_value):
         raise ValueError(f"{task}: task.args.{old} and task.args.{new} are the same setting; keep {new}")
     msg = f"{task}: task.args.{old} is deprecated; use task.args.{new} (same meaning)"
     warnings.warn(msg, DeprecationWarning, stacklevel=3)
-    log.warning(msg)
+    if msg not in _SAID:
+        _SAID.add(msg)
+        log.warning(msg)
     return old_value
 
 
