@@ -81,7 +81,7 @@ def test_prompt_column_wins_and_a_missing_field_names_the_template(tmp_path):
     tpl.write_text("{{ question }} {{ nope }}")
     with pytest.raises(DataError, match=r"prompt_template .*t.jinja: 'nope' is undefined; fields: answer_format, columns"):
         load_task("geometry", "train", 2, 0, data=str(tmp_path / "d.jsonl"), holdout_frac=0.0, prompt_template=str(tpl),
-                  cache_dir=str(tmp_path / "c"))
+                  max_bad_frac=0.0, cache_dir=str(tmp_path / "c"))  # row 1 renders the template (row 0 has a prompt)
     got = load_task("geometry", "train", 2, 0, data=str(tmp_path / "d.jsonl"), holdout_frac=0.0, cache_dir=str(tmp_path / "c"))
     assert got[0].messages[0]["content"][1] == {"type": "text", "text": "Count it. <answer>N</answer>"}
     # an empty prompt cell falls back to the default wording
