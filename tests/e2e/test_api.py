@@ -43,3 +43,25 @@ def test_eval_data_and_errors_are_named(tmp_path):
         mmrlvr.run({"output_dir": str(tmp_path / "r"), "task": {"name": "geometry"}}, rewards=[3])
     with pytest.raises(ConfigError, match="train.steps=0: expected an integer >= 1"):
         mmrlvr.run("configs/geometry_tiny.yaml", overrides=["train.steps=0"])
+
+
+def test_in_memory_train_and_eval_data_are_read_through_the_column_mapping(tmp_path):
+    import datasets
+    from PIL import Image
+
+    from mmrlvr.api import as_config, prepare
+    from mmrlvr.tasks import load_task
+
+    pic = Image.new("RGB", (56, 56), "white")
+    train = [{"pic": pic, "ask": f"q{i}", "ans": str(i), "source": "mine"} for i in range(5)]
+    held = datasets.Dataset.from_list([{"pic": pic, "ask": "held", "ans": "9", "source": "theirs"}])
+    cfg = as_config({"output_dir": str(tmp_path / "r"), "task": {"name": "geometry", "args": {
+        "columns": {"image": "pic", "question": "ask", "answer": "ans"}}}}, ["task.args.holdout_frac=0.5"])
+    cfg = prepare(cfg, train_data=train, eval_data=held)
+    args = cfg.task.args
+    assert args["data"] == str(tmp_path / "r" / "inputs" / "train") and args["eval_data"] == str(tmp_path / "r" / "inputs" / "eval")
+    got = load_task("geometry", "train", 10, 0, **args)
+    ev = load_task("geometry", "eval", 10, 0, **args)
+    # eval has its own data, so every train row trains (holdout_frac applies only without eval_data)
+    assert [s.reference for s in got] == ["0", "1", "2", "3", "4"] and [s.reference for s in ev] == ["9"]
+    assert ev[0].meta["columns"] == {"source": "theirs"} and got[0].messages[0]["content"][1]["text"] == "q0"

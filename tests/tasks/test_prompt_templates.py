@@ -112,3 +112,17 @@ def test_custom_template_through_a_full_mmrlvr_train_step(tmp_path):
     row = json.loads((out / "samples" / "step_1.jsonl").read_text().splitlines()[0])
     assert row["prompt_text"].startswith("Be brief.\nAREA QUIZ. The figure is drawn on a grid")
     assert json.loads((out / "summary.json").read_text())["steps"] == 1
+
+
+def test_eval_report_examples_carry_prompt_text_and_a_readable_reference():
+    from mmrlvr.data.prompts import example_fields
+    from mmrlvr.types import Sample
+
+    msgs = ({"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Find x."},
+                                         {"type": "text", "text": "\nChoices: (A) 3 cm (B) 12 cm (C) 5 cm"}]})
+    s = Sample("m:1", msgs, "B", "choice", meta={"options": ["3 cm", "12 cm", "5 cm"]})
+    assert example_fields(s) == {"prompt_text": "Be brief.\nFind x.\nChoices: (A) 3 cm (B) 12 cm (C) 5 cm",
+                                 "reference": "B (12 cm)"}  # B is the second option
+    free = Sample("m:2", msgs[1:], "7", "math", meta={"options": []})
+    assert example_fields(free)["reference"] == "7"
