@@ -115,9 +115,11 @@ def test_the_parse_error_shows_the_value_and_the_accepted_forms():
 @needs_data
 def test_mmrlvr_train_stops_a_wrong_box_format_in_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
     from mmrlvr.cli import main
-    from mmrlvr.models import load
+    from mmrlvr.train import loop
 
-    monkeypatch.setattr(load, "load_policy", lambda *a, **k: pytest.fail("the model must not load"))
+    # patched where the loop looks it up (a patch of mmrlvr.models.load would outlive this test in
+    # the loop's own namespace when the loop is first imported here)
+    monkeypatch.setattr(loop, "prepare_policy", lambda *a, **k: pytest.fail("the model must not load"))
     rows = _raccoon_rows()
     path = _write(tmp_path, "coco.jsonl", [[x1, y1, x2 - x1, y2 - y1] for _, (x1, y1, x2, y2), _ in rows])
     status = main(["train", "configs/grounding_tiny.yaml", f"task.args.data={path}", "warm_start.steps=0",
