@@ -30,6 +30,11 @@ def _cmd_train(args) -> int:
         summary["merged"] = str(merge_checkpoint(str(latest_checkpoint(cfg.output_dir)), Path(cfg.output_dir) / "merged"))
     keys = ("eval_before", "eval_after", "accuracy_gain", "wall_time_s", "run_dir", "merged")
     print(json.dumps({k: summary[k] for k in keys if k in summary}, indent=1))
+    from mmrlvr.data.heldout import small_split_note
+
+    note = small_split_note(summary.get("eval_after", {}).get("n"))
+    if note:
+        print(f"mmrlvr: note: {note.strip().strip('()')}", file=sys.stderr)
     return 0
 
 
@@ -95,6 +100,15 @@ def _cmd_verifiers(args) -> int:
     return 0
 
 
+def _cmd_tasks(args) -> int:
+    from mmrlvr.tasks import task_module
+    from mmrlvr.tasks._catalogue import describe, task_names
+
+    names = args.names or task_names()
+    print("\n\n".join(describe(task_module(n), n) for n in names))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmrlvr", description="RL with verifiable rewards for VLMs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,15 +148,20 @@ def main(argv: list[str] | None = None) -> int:
                         "registered verifiers: a data row never chooses code")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=_cmd_score)
+    p = sub.add_parser("tasks", help="list tasks with their task.args (defaults) and data column keys")
+    p.add_argument("names", nargs="*", help="only these tasks")
+    p.set_defaults(fn=_cmd_tasks)
     p = sub.add_parser("verifiers", help="list available verifiers")
     p.set_defaults(fn=_cmd_verifiers)
     args = parser.parse_args(argv)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress bars say what matters
+    from mmrlvr.data.io import DataError  # a dataset that cannot be used: one line, no traceback
+
     try:
         return args.fn(args)
-    except (ConfigError, KeyError, FileNotFoundError) as exc:
+    except (ConfigError, DataError, KeyError, FileNotFoundError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         for line in str(text).splitlines() or [type(exc).__name__]:
             print(f"mmrlvr: error: {line}", file=sys.stderr)

@@ -60,7 +60,7 @@ class TaskConfig:
     eval_size: int = 256
     """Held-out prompts, never overlapping training."""
     args: dict = field(default_factory=dict)
-    """Task-specific options, passed to the task's build function."""
+    """Task-specific options, passed to the task's build function; `mmrlvr tasks` lists each task's, with defaults and column keys."""
     max_bad_media_frac: float = 0.01
     """Samples whose image/video fails to decode are dropped and counted (data/bad_media); the run
     stops when more than max(1, this fraction of the samples seen) have failed."""

@@ -257,6 +257,60 @@ def _check_task(cfg: Config) -> Iterable[str]:
             yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: {', '.join(known)}")
 
 
+def _check_task_args(cfg: Config) -> Iterable[str]:
+    """Inside task.args: column keys, box_format, template names and files, and the tags a reward
+    verifier needs in a user template (the task's own checks, run here before the model loads)."""
+    try:
+        module = task_module(cfg.task.name)
+    except ModuleNotFoundError:
+        return  # _check_task names it
+    from mmrlvr.tasks._catalogue import arguments, column_keys
+
+    args, takes = cfg.task.args, arguments(module)
+    cols, known = args.get("columns"), column_keys(module)
+    if cols is not None and not isinstance(cols, dict):
+        yield _line("task.args.columns", cols, "a mapping of task field -> column name (or list of names)")
+    elif cols and known:
+        for key in cols:
+            if key not in known:
+                yield _line(f"task.args.columns.{key}", cols[key],
+                            f"not a column key of task {cfg.task.name!r}; known: {', '.join(known)}")
+    elif cols:
+        yield _line("task.args.columns", cols, f"task {cfg.task.name!r} reads no data columns")
+    if "box_format" in args and "box_format" in takes:
+        from mmrlvr.tasks._boxes import BOX_FORMATS
+
+        if args["box_format"] not in BOX_FORMATS:
+            yield _line("task.args.box_format", args["box_format"], f"one of {', '.join(BOX_FORMATS)}")
+    if "template" in args and "template" in takes:
+        from mmrlvr.data.prompts import TEMPLATES
+
+        if args["template"] not in TEMPLATES:
+            yield _line("task.args.template", args["template"], f"one of {', '.join(TEMPLATES)}")
+    if args.get("prompt_template") is not None:
+        yield from _check_prompt_template(cfg, args["prompt_template"])
+    teacher = getattr(module, "teacher_problem", None)
+    if cfg.warm_start.steps > 0 and not cfg.warm_start.checkpoint and callable(teacher):
+        from mmrlvr.tasks import model_type_of
+
+        why = teacher(args, model_type_of(cfg.model.path) if "model_type" in takes else None)
+        if why:
+            yield _line("warm_start.steps", cfg.warm_start.steps, why)
+
+
+def _check_prompt_template(cfg: Config, path) -> Iterable[str]:
+    from mmrlvr.data.prompts import missing_tags, prompt_spec
+
+    try:
+        spec = prompt_spec("answer", path)
+    except ValueError as exc:
+        yield _line("task.args.prompt_template", path, str(exc).split(": ", 1)[-1])
+        return
+    needs = missing_tags(spec.text, [t.verifier for t in cfg.rewards])
+    if needs:
+        yield _line("task.args.prompt_template", path, f"a template that asks for the answer format: {'; '.join(needs)}")
+
+
 def _model_dir_ok(path: str) -> str | None:
     """Why `path` is neither the embedded model, a local directory nor a hub name, else None."""
     if path == "tiny":
@@ -319,7 +373,7 @@ def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
 
 CHECKS: list[Callable[[Config], Iterable[str]]] = [
     _check_rules, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
-    _check_paths, _check_sample_efficiency,
+    _check_task_args, _check_paths, _check_sample_efficiency,
 ]
 
 

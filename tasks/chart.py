@@ -20,8 +20,8 @@ import random
 
 from PIL import Image, ImageDraw
 
-from mmrlvr.data.prompts import build_messages, instruction
-from mmrlvr.data.qa import load_real, qa_sample
+from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
+from mmrlvr.data.qa import teacher_problem, load_real, qa_sample
 from mmrlvr.data.synthetic import png_bytes, seeded_items
 from mmrlvr.types import Sample
 from mmrlvr.verifiers.answer import parse_number
@@ -32,6 +32,7 @@ COLUMNS = {
     "answer": ["answer", "label"],
     "options": ["options", "choices"],
     "id": ["id", "pid", "question_id"],
+    "prompt": ["prompt"],  # the whole user text, when the data carries it (TRL style)
 }
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "orange": (240, 150, 20)}
 WIDTH, UNIT, LEVELS = 112, 28, 5  # value v reaches v units of 28 px up from the bottom
@@ -44,7 +45,7 @@ def free_form_verifier(answer: str) -> str:
     return "number" if parse_number(answer) is not None else "exact"
 
 
-def chart_sample(row, source: str, template: str) -> Sample:
+def chart_sample(row, source: str, template: PromptSpec) -> Sample:
     return qa_sample(row, source, template, free_form=free_form_verifier)
 
 
@@ -102,7 +103,7 @@ def _question_text(question: str, kind: str, colors: tuple, target: int) -> str:
     return "Which colour is the tallest bar? Answer with the colour."
 
 
-def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float, eval_size: int,
+def synthetic(split: str, size: int, seed: int, template: PromptSpec, flaw_prob: float, eval_size: int,
               kinds: tuple = ("bar", "line"), questions: tuple = KINDS) -> list[Sample]:
     bad = [k for k in kinds if k not in ("bar", "line")] + [q for q in questions if q not in KINDS]
     if bad or not kinds or not questions:
@@ -114,7 +115,9 @@ def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float,
         reference = _answer(question, values, colors, target)
         said = _answer(question, _teacher_reads(values, rng, flaw_prob), colors, target)
         text = _question_text(question, kind, colors, target)
-        messages, images = build_messages(text, [png_bytes(_draw(kind, values, colors))], instruction(template))
+        fields = {"question": text, "options": [], "options_text": "", "answer_format": instruction(template.template)}
+        messages, images = user_messages(template, text, [png_bytes(_draw(kind, values, colors))],
+                                         instruction(template.template), fields)
         samples.append(Sample(
             id=f"chart-{split}-{seed}-{i}", messages=messages, reference=str(reference),
             verifier="exact" if question == "tallest" else "number", images=images,
@@ -125,13 +128,14 @@ def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float,
 
 
 def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
-          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
+          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float | None = None,
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
-          flaw_prob: float = 0.7, eval_size: int = 256, kinds: tuple = ("bar", "line"),
+          flaw_prob: float = 0.7, eval_size: int = 256, prompt_template: str | None = None,
+          system_prompt: str | None = None, kinds: tuple = ("bar", "line"),
           questions: tuple = KINDS) -> list[Sample]:
     """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic
     (`kinds` and `questions` choose the synthetic charts and what is asked about them)."""
-    instruction(template)
+    template = prompt_spec(template, prompt_template, system_prompt)  # validate early
     if data is None:
         return synthetic(split, size, seed, template, flaw_prob, eval_size, kinds, questions)
     return load_real(split, size, seed, data, eval_data, columns, image_root, max_bad_frac, template,

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mmrlvr.data.media import VideoRef, decode_video, load_video
+from mmrlvr.tasks._policy import renamed
 from mmrlvr.types import Sample
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov", ".gif")
@@ -117,7 +118,7 @@ def _from_dir(split: str, size: int, seed: int, k: int, seg_frames: int, video_d
               eval_frac: float, max_pixels: int | None) -> list[Sample]:
     videos = [p for p in find_videos(video_dir) if _held_out(p, eval_frac) == (split == "eval")]
     if not videos:
-        raise ValueError(f"video_dir {video_dir}: no videos fall in split {split!r} (eval_frac={eval_frac})")
+        raise ValueError(f"video_dir {video_dir}: no videos fall in split {split!r} (holdout_frac={eval_frac})")
     rng = random.Random(f"frame_order-dir-{split}-{seed}")
     durations: dict = {}
     out = []
@@ -135,7 +136,8 @@ def _from_dir(split: str, size: int, seed: int, k: int, seg_frames: int, video_d
 
 
 def build(split: str, size: int, seed: int, k: int = 3, seg_frames: int = 2, video_dir: str | None = None,
-          eval_frac: float = 0.2, max_pixels: int | None = None, eval_size: int = 256) -> list[Sample]:
+          holdout_frac: float | None = None, max_pixels: int | None = None, eval_size: int = 256,
+          eval_frac: float | None = None) -> list[Sample]:
     """Samples for "train" or "eval" (synthetic unless `video_dir` is given)."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
@@ -143,4 +145,5 @@ def build(split: str, size: int, seed: int, k: int = 3, seg_frames: int = 2, vid
         raise ValueError(f"k must be between 2 and 26 segments, got {k}")
     if video_dir is None:
         return _synthetic(split, size, seed, k, seg_frames, eval_size)
-    return _from_dir(split, size, seed, k, seg_frames, video_dir, eval_frac, max_pixels)
+    holdout = renamed("frame_order", "holdout_frac", holdout_frac, "eval_frac", eval_frac)  # old name: eval_frac
+    return _from_dir(split, size, seed, k, seg_frames, video_dir, 0.2 if holdout is None else holdout, max_pixels)

@@ -20,8 +20,8 @@ import random
 
 from PIL import Image, ImageDraw
 
-from mmrlvr.data.prompts import build_messages, instruction
-from mmrlvr.data.qa import LETTERS, load_real, options_text, qa_sample
+from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
+from mmrlvr.data.qa import LETTERS, teacher_problem, load_real, options_text, qa_sample
 from mmrlvr.data.synthetic import png_bytes, seeded_items
 from mmrlvr.types import Sample
 
@@ -31,6 +31,7 @@ COLUMNS = {
     "answer": ["answer", "label"],
     "options": ["options", "choices"],
     "id": ["id", "pid", "question_id"],
+    "prompt": ["prompt"],  # the whole user text, when the data carries it (TRL style)
 }
 AREAS = (2, 3, 4, 6)
 SIDES = ((1, 2), (2, 1), (1, 3), (3, 1), (2, 2), (2, 3), (3, 2))  # (width, height) in units
@@ -68,7 +69,7 @@ def _teacher(w: int, h: int, rng: random.Random, flaw_prob: float) -> int:
     return w * h
 
 
-def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float, eval_size: int) -> list[Sample]:
+def synthetic(split: str, size: int, seed: int, template: PromptSpec, flaw_prob: float, eval_size: int) -> list[Sample]:
     # A 4x4 grid holds 31 such rectangles, so a held-out image differs from every training image
     # in its hue (360 of them): the held-out split tests areas on images never trained on, not
     # rectangles never seen.
@@ -77,7 +78,7 @@ def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float,
     samples = []
     for i, (w, h, x, y, color, form) in enumerate(items):
         area, said = w * h, _teacher(w, h, rng, flaw_prob)
-        suffix = instruction(template)
+        suffix = instruction(template.template)
         if form == "choice":
             reference, verifier, answer = LETTERS[AREAS.index(area)], "choice", LETTERS[AREAS.index(said)]
             suffix = options_text(options) + "\n" + suffix
@@ -85,7 +86,9 @@ def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float,
         else:
             reference, verifier, answer = str(area), "math", str(said)
             question = QUESTION + " Answer with a number."
-        messages, images = build_messages(question, [png_bytes(_draw(w, h, x, y, color))], suffix)
+        fields = {"question": question, "options": options if form == "choice" else [], "answer_format": instruction(template.template),
+                  "options_text": options_text(options) if form == "choice" else ""}
+        messages, images = user_messages(template, question, [png_bytes(_draw(w, h, x, y, color))], suffix, fields)
         samples.append(Sample(
             id=f"geometry-{split}-{seed}-{i}", messages=messages, reference=reference, verifier=verifier,
             images=images, meta={"options": options if form == "choice" else [], "area": area, "sides": [w, h],
@@ -96,11 +99,12 @@ def synthetic(split: str, size: int, seed: int, template: str, flaw_prob: float,
 
 
 def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
-          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
+          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float | None = None,
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
-          flaw_prob: float = 0.7, eval_size: int = 256) -> list[Sample]:
+          flaw_prob: float = 0.7, eval_size: int = 256, prompt_template: str | None = None,
+          system_prompt: str | None = None) -> list[Sample]:
     """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
-    instruction(template)  # validate early
+    template = prompt_spec(template, prompt_template, system_prompt)  # validate early
     if data is None:
         return synthetic(split, size, seed, template, flaw_prob, eval_size)
     return load_real(split, size, seed, data, eval_data, columns, image_root, max_bad_frac, template,

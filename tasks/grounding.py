@@ -8,7 +8,8 @@ in when the batch is encoded) and `box_format`, the coordinates the model answer
 `coords: auto` picks by the model's `config.model_type`; set `coords` to override.
 
 Real data (`data:` set): RefCOCO-style rows (`image`, a referring expression in `question`, a box
-in `answer`, `box_format: xywh | xyxy` in the task args) and VOC-style rows (`filename`,
+in `answer`, `box_format: xyxy | xywh | xyxy_norm | xywh_norm` in the task args; a file whose boxes
+contradict the declared format stops with the format to set, see `_boxes.py`) and VOC-style rows (`filename`,
 `objects` with `xmin..ymax` strings, as in the raccoon sample): one sample per image, `iou` for
 one object and `boxes` (F1 at IoU >= 0.5) for several.
 
@@ -33,7 +34,10 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
-from mmrlvr.data.prompts import build_messages, instruction
+from mmrlvr.tasks._policy import bad_frac
+from mmrlvr.tasks._boxes import BOX_FORMATS, check_box_format, parse_box, require_convention
+from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
+from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
 
@@ -43,6 +47,7 @@ COLUMNS = {
     "answer": ["answer", "bbox", "box", "solution"],
     "objects": ["objects"],
     "id": ["id", "ann_id", "question_id"],
+    "prompt": ["prompt"],  # the whole user text, when the data carries it (TRL style)
 }
 CONVENTIONS = {"qwen2_vl": "norm1000", "qwen3_vl": "norm1000", "qwen3_vl_moe": "norm1000", "qwen2_5_vl": "absolute"}
 UNITS = {"norm1000": "relative coordinates from 0 to 1000", "absolute": "pixels of the image"}
@@ -61,46 +66,33 @@ def box_format_for(coords: str, model_type: str | None) -> str:
     return CONVENTIONS.get(model_type or "qwen2_5_vl", "absolute")
 
 
-def parse_box(value, fmt: str = "xyxy") -> list[float]:
-    """A box cell (list, "[x, y, x, y]" string, or xmin..ymax dict) as [x1, y1, x2, y2]; BadRow if not."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value if value.strip().startswith("[") else f"[{value}]")
-        except ValueError:
-            raise BadRow(f"box {value[:60]!r} cannot be parsed") from None
-    if isinstance(value, dict):
-        value = [value.get(k) for k in ("xmin", "ymin", "xmax", "ymax")]
-    try:
-        box = [float(v) for v in value]
-    except (TypeError, ValueError):
-        raise BadRow(f"box {str(value)[:60]!r} cannot be parsed") from None
-    if len(box) != 4 or not all(math.isfinite(v) for v in box):
-        raise BadRow(f"box {str(value)[:60]!r} is not four finite numbers")
-    if fmt == "xywh":
-        box = [box[0], box[1], box[0] + box[2], box[1] + box[3]]
-    elif fmt != "xyxy":
-        raise ValueError(f"box_format {fmt!r} unknown; known: xyxy, xywh")
-    if box[2] <= box[0] or box[3] <= box[1]:
-        raise BadRow(f"box {box} has no area (x2 <= x1 or y2 <= y1)")
-    return box
-
-
 def _prompt(what: str, fmt: str, several: bool, template: str) -> str:
     ask = f"Locate every {what} in the image, one box each" if several else f"Where is the {what} in the image?"
     return f"{ask} Answer with the bounding box [x1, y1, x2, y2] in {UNITS[fmt]}. {instruction(template)}".strip()
 
 
-def _meta(fmt: str, row: Row | None, source: str, image_size=None) -> dict:
+def _messages(spec: PromptSpec, images, what: str, fmt: str, several: bool, columns: dict | None = None,
+              prompt: str | None = None):
+    """The shipped wording, or the user's template with `question` (the object), `units`, `answer_format`."""
+    fields = {**(columns or {}), "question": what, "units": UNITS[fmt], "box_format": fmt, "several": several,
+              "answer_format": instruction(spec.template), "columns": columns or {}}
+    return user_messages(spec, "", images, _prompt(what, fmt, several, spec.template), fields, prompt)
+
+
+def _meta(fmt: str, row: Row | None, source: str, image_size=None, columns: dict | None = None) -> dict:
     meta = {"box_format": fmt, "image_size": image_size, "input_size": None}
     if row is not None:
         meta.update(row=row.index, source=source)
+    if columns:
+        meta["columns"] = columns
     return meta
 
 
-def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str) -> Sample:
+def real_sample(row: Row, source: str, template: PromptSpec, fmt: str, box_format: str) -> Sample:
     if len(row.images) != 1:
         raise BadRow(f"grounding needs one image per row, the row has {len(row.images)}")
-    objects, rid = row.fields.get("objects"), row.fields.get("id")
+    fields, columns = split_extra(row.fields)
+    objects, rid = fields.get("objects"), fields.get("id")
     sid = f"{Path(source).name}:{rid if rid is not None else row.index}"
     if objects is not None and row.fields.get("answer") is None:  # VOC-style rows
         if not objects:
@@ -110,17 +102,54 @@ def real_sample(row: Row, source: str, template: str, fmt: str, box_format: str)
         what = " or ".join(names)
         first = objects[0]
         size = (int(first["width"]), int(first["height"])) if first.get("width") and first.get("height") else None
-        messages, images = build_messages("", row.images, _prompt(what, fmt, len(boxes) > 1, template))
+        messages, images = _messages(template, row.images, what, fmt, len(boxes) > 1, columns, fields.get("prompt"))
         reference, verifier = (boxes[0], "iou") if len(boxes) == 1 else (boxes, "boxes")
-        return Sample(sid, messages, reference, verifier, images, meta=_meta(fmt, row, source, size))
+        target = reference_target(boxes, fmt, size or image_size(row.images[0]) if fmt == "norm1000" else None)
+        return Sample(sid, messages, reference, verifier, images, meta=_meta(fmt, row, source, size, columns), target=target)
     question = row.fields.get("question")
     if not isinstance(question, str) or not question.strip():
         raise BadRow("referring expression (question) is missing")
     if row.fields.get("answer") is None:
         raise BadRow("box (answer) is missing")
-    box = parse_box(row.fields["answer"], box_format)
-    messages, images = build_messages("", row.images, _prompt(question.strip().rstrip("?."), fmt, False, template))
-    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source))
+    size = image_size(row.images[0]) if box_format.endswith("_norm") else None
+    box = parse_box(row.fields["answer"], box_format, size)
+    messages, images = _messages(template, row.images, question.strip().rstrip("?."), fmt, False, columns, fields.get("prompt"))
+    target = reference_target([box], fmt, size or image_size(row.images[0]) if fmt == "norm1000" else None)
+    return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source, size, columns), target=target)
+
+
+def image_size(ref) -> tuple[int, int] | None:
+    """(width, height) from the image header (no decode), or None when it cannot be opened."""
+    from mmrlvr.data.media import _open
+
+    try:
+        return _open(ref, None)[0].size
+    except Exception:  # noqa: BLE001 - a bad image is reported when it is decoded
+        return None
+
+
+def reference_target(boxes: list, fmt: str, size) -> str | None:
+    """A teacher completion from the reference boxes, for the warm start on real rows: exact in
+    relative units (`norm1000`: box / image size * 1000). In `absolute` units the model answers in
+    pixels of the processor-resized image, unknown until the batch is encoded: no target then
+    (`teacher_problem` says what to do before the model loads)."""
+    if fmt != "norm1000" or not size:
+        return None
+    w, h = size
+    scaled = [[round(b[0] / w * 1000), round(b[1] / h * 1000), round(b[2] / w * 1000), round(b[3] / h * 1000)] for b in boxes]
+    return f"<answer>{json.dumps(scaled[0] if len(scaled) == 1 else scaled)}</answer>"
+
+
+def teacher_problem(args: dict, model_type: str | None) -> str | None:
+    """Why a warm start has no teacher completions with these args (one line saying what to do), or None."""
+    if args.get("data") is None:
+        return None
+    fmt = box_format_for(args.get("coords", "auto"), model_type)
+    if fmt == "norm1000":
+        return None
+    return (f"grounding on real rows (task.args.data) has no teacher boxes in {fmt} units ({model_type or 'tiny'} "
+            "answers in pixels of the resized image); set warm_start.steps=0 to start RL from the loaded model, "
+            "task.args.coords=norm1000 to warm-start on the reference boxes, or warm_start.checkpoint")
 
 
 # --- synthetic ------------------------------------------------------------------------------
@@ -160,7 +189,7 @@ def _in_format(box: list[float], fmt: str) -> list[int]:
     return [round(v * scale) for v in box]
 
 
-def synthetic(split: str, size: int, seed: int, template: str, fmt: str, flaw_prob: float, pad: int,
+def synthetic(split: str, size: int, seed: int, template: PromptSpec, fmt: str, flaw_prob: float, pad: int,
               eval_size: int, ramp: bool = True, n_shapes: int = 3) -> list[Sample]:
     if not 1 <= n_shapes <= len(COLORS):
         raise ValueError(f"grounding: n_shapes {n_shapes} must be 1-{len(COLORS)} (one colour each)")
@@ -172,7 +201,7 @@ def synthetic(split: str, size: int, seed: int, template: str, fmt: str, flaw_pr
         box = [x0, y0, x0 + s, y0 + s]
         loose = rng.random() < flaw_prob
         said = [max(0, box[0] - pad), max(0, box[1] - pad), min(SIZE, box[2] + pad), min(SIZE, box[3] + pad)] if loose else box
-        messages, images = build_messages("", [png_bytes(_draw(placed, ramp))], _prompt(f"{color} {shape}", fmt, False, template))
+        messages, images = _messages(template, [png_bytes(_draw(placed, ramp))], f"{color} {shape}", fmt, False)
         samples.append(Sample(
             id=f"grounding-{split}-{seed}-{i}", messages=messages, reference=[float(v) for v in box], verifier="iou",
             images=images, meta={**_meta(fmt, None, "", (SIZE, SIZE)), "teacher_loose": loose},
@@ -182,20 +211,22 @@ def synthetic(split: str, size: int, seed: int, template: str, fmt: str, flaw_pr
 
 
 def build(split: str, size: int, seed: int, data: str | None = None, eval_data: str | None = None,
-          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float = 0.01,
+          columns: dict | None = None, image_root: str | None = None, max_bad_frac: float | None = None,
           template: str = "answer", holdout_frac: float = 0.1, cache_dir: str | None = None,
           box_format: str = "xyxy", coords: str = "auto", model_type: str | None = None,
           flaw_prob: float = 0.7, pad: int = 6, eval_size: int = 256, ramp: bool = True,
-          n_shapes: int = 3) -> list[Sample]:
+          n_shapes: int = 3, prompt_template: str | None = None, system_prompt: str | None = None) -> list[Sample]:
     """Samples of a split: the rows of `data` (held-out slice or `eval_data` for eval), else synthetic."""
-    instruction(template)
+    template = prompt_spec(template, prompt_template, system_prompt)  # validate early
     fmt = box_format_for(coords, model_type)
-    if box_format not in ("xyxy", "xywh"):
-        raise ValueError(f"box_format {box_format!r} unknown; known: xyxy, xywh")
+    check_box_format(box_format)
     if data is None:
         return synthetic(split, size, seed, template, fmt, flaw_prob, pad, eval_size, ramp, n_shapes)
     spec = eval_data if (split == "eval" and eval_data) else data
-    source, _, rows = read_rows(spec, {**COLUMNS, **(columns or {})}, required=("image",),
+    source, _, rows = read_rows(spec, extra_columns(spec, {**COLUMNS, **(columns or {})}, cache_dir), required=("image",),
                                 image_root=image_root, cache_dir=cache_dir)
+    require_convention(source, [(r.index, r.fields["answer"]) for r in rows
+                                if isinstance(r, Row) and r.fields.get("answer") is not None], box_format)
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
-    return build_samples(source, rows, lambda r: real_sample(r, source, template, fmt, box_format), max_bad_frac, keep)
+    return build_samples(source, rows, lambda r: real_sample(r, source, template, fmt, box_format),
+                         bad_frac(max_bad_frac, len(rows)), keep)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mmrlvr.data.media import VideoRef
 from mmrlvr.jsonl import iter_jsonl
+from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.types import Sample
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
@@ -55,42 +56,57 @@ def _held_out(video_id: str, eval_frac: float) -> bool:
     return zlib.crc32(video_id.encode()) % 1000 < eval_frac * 1000
 
 
-def build(split: str, size: int, seed: int, video_dir: str | None = None, annotations: str = DEFAULT_ANNOTATIONS,
-          nframes: int = 16, max_pixels: int | None = None, eval_frac: float = 0.2,
-          skip_missing: bool = False) -> list[Sample]:
+def teacher_problem(args: dict, model_type: str | None = None) -> str:
+    """These rows carry references but no teacher completions: a warm start has nothing to imitate."""
+    return "this task's rows have no teacher completions; set warm_start.steps=0 (or warm_start.checkpoint)"
+
+
+def build(split: str, size: int, seed: int, video_dir: str | None = None, data: str | None = None,
+          nframes: int = 16, max_pixels: int | None = None, holdout_frac: float | None = None,
+          max_bad_frac: float | None = None, skip_missing: bool = False, annotations: str | None = None,
+          eval_frac: float | None = None) -> list[Sample]:
     """Up to `size` questions of the split whose videos are in `video_dir`.
 
-    A row whose video is missing is an error naming the row (or, with `skip_missing`, skipped).
+    A bad row (missing video, answer not an index 0-4) is skipped and reported, as image rows are,
+    up to `max_bad_frac` (see tasks/_policy.py); with `skip_missing`, rows whose video is not
+    under `video_dir` (a partial download) are left out without counting as bad.
+    `annotations` and `eval_frac` are the deprecated names of `data` and `holdout_frac`.
     """
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
+    data = renamed("nextqa", "data", data, "annotations", annotations) or DEFAULT_ANNOTATIONS
+    holdout = renamed("nextqa", "holdout_frac", holdout_frac, "eval_frac", eval_frac)
+    holdout = 0.2 if holdout is None else holdout
     if video_dir is None:
         raise ValueError("nextqa needs task.args.video_dir: the NExT-QA videos are not shipped with the annotations")
     videos = index_videos(video_dir)
-    out = []
-    for n, row in read_rows(annotations, ("video", "question", "answer", *[f"a{i}" for i in range(5)])):
+    rows = read_rows(data, ("video", "question", "answer", *[f"a{i}" for i in range(5)]))
+    if skip_missing:
+        rows = [(n, r) for n, r in rows if str(r["video"]) in videos]
+
+    def make(n: int, row: dict) -> Sample:
         vid = str(row["video"])
-        if _held_out(vid, eval_frac) != (split == "eval"):
-            continue
         if vid not in videos:
-            if skip_missing:
-                continue
-            raise FileNotFoundError(f"{annotations}:{n}: video {vid!r} not found under {video_dir}")
-        answer = int(row["answer"])
+            raise BadRow(f"video {vid!r} not found under {video_dir}")
+        try:
+            answer = int(row["answer"])
+        except (TypeError, ValueError):
+            answer = -1
         if not 0 <= answer < 5:
-            raise ValueError(f"{annotations}:{n}: answer {row['answer']!r} is not an option index 0-4")
+            raise BadRow(f"answer {row['answer']!r} is not an option index 0-4")
         options = [str(row[f"a{i}"]) for i in range(5)]
         lines = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
         text = f"{row['question'].strip()}?\n{lines}\nAnswer with the option's letter as <answer>X</answer>."
-        out.append(Sample(
+        return Sample(
             id=f"nextqa-{row.get('qid', n)}-{vid}",
             messages=({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]},),
             reference=LETTERS[answer], verifier="choice",
             videos=(VideoRef(str(videos[vid]), nframes=nframes, max_pixels=max_pixels),),
-            meta={"options": options, "type": row.get("type"), "source": f"{annotations}:{n}"},
-        ))
-        if len(out) == size:
-            break
+            meta={"options": options, "type": row.get("type"), "source": f"{data}:{n}"},
+        )
+
+    out = rows_to_samples(data, rows, make, lambda r: _held_out(str(r["video"]), holdout) == (split == "eval"),
+                          size, max_bad_frac)
     if not out:
-        raise ValueError(f"{annotations}: no rows for split {split!r} with videos under {video_dir}")
+        raise ValueError(f"{data}: no rows for split {split!r} with videos under {video_dir}")
     return out

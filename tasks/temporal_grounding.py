@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 from mmrlvr.data.media import VideoRef
+from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.tasks.nextqa import read_rows
 from mmrlvr.types import Sample
 
@@ -20,38 +21,50 @@ QUESTION = ("When does this happen in the video: \"{query}\"? Answer with the st
             "seconds as <answer>[start, end]</answer>.")
 
 
-def build(split: str, size: int, seed: int, annotations: str | None = None, video_dir: str | None = None,
-          fps: float = 2.0, max_frames: int = 32, max_pixels: int | None = None,
-          eval_frac: float = 0.2) -> list[Sample]:
-    """Up to `size` rows of the split; a missing video or a bad segment names file:line."""
+def teacher_problem(args: dict, model_type: str | None = None) -> str:
+    """These rows carry references but no teacher completions: a warm start has nothing to imitate."""
+    return "this task's rows have no teacher completions; set warm_start.steps=0 (or warm_start.checkpoint)"
+
+
+def build(split: str, size: int, seed: int, data: str | None = None, video_dir: str | None = None,
+          fps: float = 2.0, max_frames: int = 32, max_pixels: int | None = None, holdout_frac: float | None = None,
+          max_bad_frac: float | None = None, annotations: str | None = None,
+          eval_frac: float | None = None) -> list[Sample]:
+    """Up to `size` rows of the split; a missing video or a bad segment is a bad row (file, row),
+    skipped and reported up to `max_bad_frac` (tasks/_policy.py). `annotations` and `eval_frac`
+    are the deprecated names of `data` and `holdout_frac`."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
-    if annotations is None:
-        raise ValueError("temporal_grounding needs task.args.annotations (JSONL: video, query, timestamp)")
-    root = Path(video_dir) if video_dir else Path(annotations).parent
-    out = []
-    for n, row in read_rows(annotations, ("video", "timestamp")):
+    data = renamed("temporal_grounding", "data", data, "annotations", annotations)
+    holdout = renamed("temporal_grounding", "holdout_frac", holdout_frac, "eval_frac", eval_frac)
+    holdout = 0.2 if holdout is None else holdout
+    if data is None:
+        raise ValueError("temporal_grounding needs task.args.data (JSONL: video, query, timestamp)")
+    root = Path(video_dir) if video_dir else Path(data).parent
+
+    def make(n: int, row: dict) -> Sample:
         query = row.get("query", row.get("sentence"))
         if not isinstance(query, str) or not query.strip():
-            raise ValueError(f"{annotations}:{n}: missing field 'query' (or 'sentence')")
+            raise BadRow("missing field 'query' (or 'sentence')")
         seg = row["timestamp"]
         if not (isinstance(seg, (list, tuple)) and len(seg) == 2 and all(isinstance(x, (int, float)) for x in seg)
                 and 0 <= seg[0] < seg[1]):
-            raise ValueError(f"{annotations}:{n}: timestamp must be [start, end] seconds with start < end, got {seg!r}")
+            raise BadRow(f"timestamp must be [start, end] seconds with start < end, got {seg!r}")
         path = Path(row["video"]) if Path(row["video"]).is_absolute() else root / row["video"]
-        if (zlib.crc32(str(row["video"]).encode()) % 1000 < eval_frac * 1000) != (split == "eval"):
-            continue
         if not path.is_file():
-            raise FileNotFoundError(f"{annotations}:{n}: video {path} not found")
-        out.append(Sample(
+            raise BadRow(f"video {path} not found")
+        return Sample(
             id=f"grounding-{n}-{path.stem}",
             messages=({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION.format(query=query.strip())}]},),
             reference=[float(seg[0]), float(seg[1])], verifier="tiou",
             videos=(VideoRef(str(path), fps=fps, max_frames=max_frames, max_pixels=max_pixels),),
-            meta={"source": f"{annotations}:{n}"},
-        ))
-        if len(out) == size:
-            break
+            meta={"source": f"{data}:{n}"},
+        )
+
+    def in_split(row: dict) -> bool:
+        return (zlib.crc32(str(row["video"]).encode()) % 1000 < holdout * 1000) == (split == "eval")
+
+    out = rows_to_samples(data, read_rows(data, ("video", "timestamp")), make, in_split, size, max_bad_frac)
     if not out:
-        raise ValueError(f"{annotations}: no rows for split {split!r}")
+        raise ValueError(f"{data}: no rows for split {split!r}")
     return out

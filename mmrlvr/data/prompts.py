@@ -11,6 +11,8 @@ are removed. Any other placeholder naming an image the row lacks makes the row b
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from mmrlvr.data.io import BadRow
@@ -73,3 +75,88 @@ def build_messages(question: str, images: Sequence, suffix: str = "") -> tuple[t
         has_text = any(c["type"] == "text" for c in content)
         content.append({"type": "text", "text": ("\n" if has_text else "") + suffix})
     return ({"role": "user", "content": content},), tuple(slots)
+
+
+# --- the user's own prompt ------------------------------------------------------------------
+# Three ways, first match wins: a `prompt` column (the row's whole user text, as in TRL), a
+# Jinja template file (`task.args.prompt_template`, as EasyR1's `format_prompt`) rendered with
+# the sample's fields, else the task's default text (byte-identical to the shipped prompts).
+# `system_prompt` adds a system turn in front of any of them.
+
+NEEDS_TAGS = {"count": ("<answer>",), "format": ("<think>", "<answer>")}  # verifiers that need exact tags
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """How a task words its user turn: a shipped instruction, or the user's template and system prompt."""
+
+    template: str = "answer"  # answer | think | plain: the shipped answer-format instruction
+    text: str | None = None  # Jinja source of the user's template (None: the task's default)
+    path: str = ""  # where `text` came from, for messages
+    system: str | None = None  # a system turn before the user turn
+
+    def render(self, fields: dict) -> str:
+        """The user text from the template and a sample's fields; BadRow names a missing field."""
+        import jinja2
+        from jinja2.sandbox import SandboxedEnvironment
+
+        env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
+        try:
+            return env.from_string(self.text).render(**fields).strip()
+        except jinja2.UndefinedError as exc:
+            raise BadRow(f"prompt_template {self.path}: {exc.message}; fields: {', '.join(sorted(fields))}") from None
+
+
+def prompt_spec(template: str = "answer", prompt_template: str | None = None, system_prompt: str | None = None) -> PromptSpec:
+    """Validate the prompt arguments of a task (before any row is read) into a `PromptSpec`."""
+    instruction(template)
+    text = None
+    if prompt_template is not None:
+        path = Path(prompt_template).expanduser()
+        if not path.is_file():
+            raise ValueError(f"task.args.prompt_template {prompt_template!r}: file not found (a Jinja template)")
+        text = path.read_text(encoding="utf-8")
+        import jinja2
+        from jinja2.sandbox import SandboxedEnvironment
+
+        try:
+            SandboxedEnvironment().parse(text)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ValueError(f"task.args.prompt_template {prompt_template}:{exc.lineno}: {exc.message}") from None
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise ValueError(f"task.args.system_prompt {system_prompt!r}: expected text")
+    return PromptSpec(template, text, str(prompt_template or ""), system_prompt or None)
+
+
+def missing_tags(text: str, verifiers) -> list[str]:
+    """'verifier needs <tag>' for each verifier whose exact tags the template never asks for."""
+    return [f"verifier {v!r} needs {tag}" for v in verifiers for tag in NEEDS_TAGS.get(v, ()) if tag not in text]
+
+
+def user_messages(spec: PromptSpec, default_text: str, images: Sequence, default_suffix: str, fields: dict,
+                  prompt: str | None = None) -> tuple[tuple[dict, ...], tuple]:
+    """(messages, images in slot order): the `prompt` column, the template, or the default text."""
+    if isinstance(prompt, str) and prompt.strip():
+        messages, slots = build_messages(prompt.strip(), images)
+    elif spec.text is not None:
+        messages, slots = build_messages(spec.render(fields), images)
+    else:
+        messages, slots = build_messages(default_text, images, default_suffix)
+    if spec.system:
+        messages = ({"role": "system", "content": [{"type": "text", "text": spec.system}]}, *messages)
+    return messages, slots
+
+
+def prompt_text(sample) -> str:
+    """The text turns of a sample's prompt, one per line (images left out), for samples/ and reports."""
+    return "\n".join(c["text"].strip() for m in getattr(sample, "messages", ()) for c in m.get("content", ())
+                     if isinstance(c, dict) and c.get("type") == "text" and c.get("text", "").strip())
+
+
+def example_fields(sample) -> dict:
+    """What a person needs beside a completion in an eval report: the prompt text and the reference
+    (choice references show their option text: "C (12 cm)")."""
+    ref, options = sample.reference, (getattr(sample, "meta", None) or {}).get("options") or []
+    if isinstance(ref, str) and len(ref) == 1 and options and "A" <= ref <= "J" and ord(ref) - 65 < len(options):
+        ref = f"{ref} ({options[ord(ref) - 65]})"
+    return {"prompt_text": prompt_text(sample), "reference": ref}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
-from mmrlvr.data.prompts import build_messages, instruction
+from mmrlvr.data.prompts import PromptSpec, instruction, user_messages
 from mmrlvr.types import Sample
 
 LETTERS = "ABCDEFGHIJ"
@@ -33,7 +33,30 @@ def choice_letter(answer: str, options: list) -> str:
     raise BadRow(f"answer {answer[:40]!r} is not one of the {len(options)} options")
 
 
-def qa_sample(row: Row, source: str, template: str, free_form: Callable[[str], str] = lambda a: "math",
+EXTRA = "column:"  # Row.fields key prefix of the data's own columns no task field claims
+
+
+def extra_columns(spec: str, mapping: dict, cache_dir: str | None) -> dict:
+    """`mapping` plus every column it does not claim (text, numbers, lists; not images), so each
+    row's other columns reach verifiers in `sample.meta["columns"]`, as TRL passes every column."""
+    from mmrlvr.data.io import open_dataset
+
+    ds = open_dataset(spec, cache_dir=cache_dir)
+    claimed = set()
+    for want in mapping.values():  # the column each task field resolves to (its first present candidate)
+        candidates = [want] if isinstance(want, str) else list(want or [])
+        claimed.update(next(([c] for c in candidates if c in ds.column_names), []))
+    media = {c for c, f in ds.features.items() if "Image" in repr(f) or "binary" in repr(f)}
+    return {**mapping, **{EXTRA + c: c for c in ds.column_names if c not in claimed and c not in media}}
+
+
+def split_extra(fields: dict) -> tuple[dict, dict]:
+    """(task fields, {column: value} of the extra columns)."""
+    return ({k: v for k, v in fields.items() if not k.startswith(EXTRA)},
+            {k[len(EXTRA):]: v for k, v in fields.items() if k.startswith(EXTRA)})
+
+
+def qa_sample(row: Row, source: str, template: str | PromptSpec, free_form: Callable[[str], str] = lambda a: "math",
               need_image: bool = True) -> Sample:
     """A MATH-V-style row (question, optional options, answer) as a choice or free-form sample."""
     question = row.fields.get("question")
@@ -50,29 +73,48 @@ def qa_sample(row: Row, source: str, template: str, free_form: Callable[[str], s
     options = [str(o) for o in (row.fields.get("options") or [])]
     if len(options) > len(LETTERS):
         raise BadRow(f"{len(options)} options; at most {len(LETTERS)}")
-    suffix = instruction(template)
+    spec = template if isinstance(template, PromptSpec) else PromptSpec(template)
+    fields, columns = split_extra(row.fields)
+    suffix = instruction(spec.template)
     if options:
         reference, verifier = choice_letter(answer, options), "choice"
         suffix = options_text(options) + ("\n" + suffix if suffix else "")
     else:
         reference, verifier = answer, free_form(answer)
-    messages, images = build_messages(question, row.images, suffix)
+    visible = {k: v for k, v in fields.items() if k not in ("answer", "prompt")}  # never the answer
+    render = {**columns, **visible, "question": question, "options": options,
+              "options_text": options_text(options) if options else "", "answer_format": instruction(spec.template),
+              "columns": columns}
+    messages, images = user_messages(spec, question, row.images, suffix, render, fields.get("prompt"))
     rid = row.fields.get("id")
-    target = f"<answer>{reference}</answer>" if template != "think" else None
+    target = f"<answer>{reference}</answer>" if spec.template != "think" else None
+    meta = {"options": options, "row": row.index, "source": source}
+    if columns:
+        meta["columns"] = columns
     return Sample(
         id=f"{Path(source).name}:{rid if rid is not None else row.index}", messages=messages, reference=reference,
-        verifier=verifier, images=images, meta={"options": options, "row": row.index, "source": source},
-        target=target,
+        verifier=verifier, images=images, meta=meta, target=target,
     )
 
 
 def load_real(split: str, size: int, seed: int, data: str, eval_data: str | None, columns: dict | None,
-              image_root: str | None, max_bad_frac: float, template: str, holdout_frac: float,
+              image_root: str | None, max_bad_frac: float | None, template: str | PromptSpec, holdout_frac: float,
               cache_dir: str | None, defaults: dict, make: Callable) -> list[Sample]:
     """Shared by the QA tasks: read the split's file, map columns, build samples, hold out eval."""
     spec = eval_data if (split == "eval" and eval_data) else data
-    mapping = {**defaults, **(columns or {})}
+    mapping = extra_columns(spec, {**defaults, **(columns or {})}, cache_dir)
     source, _, rows = read_rows(spec, mapping, required=("question", "answer"), image_root=image_root,
                                 cache_dir=cache_dir)
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
-    return build_samples(source, rows, lambda r: make(r, source, template), max_bad_frac, keep)
+    from mmrlvr.tasks._policy import bad_frac  # unset: 1% of the rows, never less than one row
+
+    return build_samples(source, rows, lambda r: make(r, source, template), bad_frac(max_bad_frac, len(rows)), keep)
+
+
+def teacher_problem(args: dict, model_type: str | None = None) -> str | None:
+    """Real rows give teacher completions from their references, except under the `think` template
+    (a reference has no reasoning to imitate): say so before the model loads."""
+    if args.get("data") is not None and args.get("template") == "think":
+        return ("real rows have no teacher reasoning for template 'think'; set warm_start.steps=0, "
+                "or warm-start with template 'answer' (warm_start.checkpoint)")
+    return None

@@ -6,6 +6,8 @@ embedded default, untrained). It is scored with the same terms as the training-t
 
 from __future__ import annotations
 
+from mmrlvr.data.heldout import small_split_note
+
 import json
 from pathlib import Path
 
@@ -63,5 +65,6 @@ def format_table(report: dict) -> str:
     skip = {"examples", "skipped", "verifiers"}
     rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in report.items() if k not in skip]
     rows.append(("skipped rows", str(len(report.get("skipped", [])))))
+    rows += [("note", small_split_note(report.get("n")).strip(" ()"))] if small_split_note(report.get("n")) else []
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

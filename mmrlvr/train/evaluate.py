@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
+from mmrlvr.data.prompts import example_fields
 from mmrlvr.types import Sample
 
 try:  # media decoding errors name the file (mmrlvr.data.media, when present); PIL raises OSError
@@ -145,7 +146,7 @@ def evaluate(engine, samples: Sequence[Sample], scorer, sampling, batch_size: in
     result = {
         "n": len(kept), "accuracy": metrics.pop("score", 0.0), "metrics": metrics, "skipped": skipped,
         "mean_length": length / max(len(kept), 1),
-        "examples": [{"id": s.id, "completion": c, "scores": sc} for s, c, sc in list(zip(kept, texts, scores))[:4]],
+        "examples": [{"id": s.id, **example_fields(s), "completion": c, "scores": sc} for s, c, sc in list(zip(kept, texts, scores))[:4]],
     }
     if k > 1 and kept:
         result.update(sample_at_k(engine, kept, scorer, sampling, batch_size, max_new_tokens, terms, k, seed))

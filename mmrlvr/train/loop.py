@@ -16,6 +16,7 @@ import torch
 from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import Config, save_config
 from mmrlvr.data.feed import MediaStream
+from mmrlvr.data.prompts import prompt_text
 from mmrlvr.models.load import load_policy
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
@@ -169,7 +170,7 @@ def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
     with open(out / f"step_{step}.jsonl", "w") as f:
         for i in picks:
             s, verdict = batch.samples[i // g], batch.verdicts[i]
-            row = {"id": s.id, "prompt": i // g, "reference": s.reference, "completion": batch.texts[i],
+            row = {"id": s.id, "prompt": i // g, "prompt_text": prompt_text(s), "reference": s.reference, "completion": batch.texts[i],
                    "score": verdict.score, "reason": verdict.reason, "reward": batch.rewards.view(-1)[i].item()}
             f.write(json.dumps(row, default=str) + "\n")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mmrlvr.data.heldout import small_split_note
+
 import sys
 
 
@@ -59,6 +61,6 @@ class Progress:
         before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
         self.console.print(
             f"held-out accuracy: before RL {before:.3f} -> after RL {after:.3f} "
-            f"({100 * (after - before):+.1f} points, n={summary['eval_after']['n']}); "
+            f"({100 * (after - before):+.1f} points, n={summary['eval_after']['n']}){small_split_note(summary['eval_after']['n'])}; "
             f"run dir {summary['run_dir']}"
         )

@@ -17,6 +17,19 @@ DEFAULT_METRICS = (
 )
 
 
+# Metrics that live in [0, 1] by definition: drawn on a fixed 0-1 axis, so a wobble of 0.02 over a
+# four-step run does not fill the panel and look like learning.
+UNIT_RANGE = ("reward/*", "eval/*/accuracy", "eval/*/reward*", "*_frac", "*_frac/*", "*/accuracy", "temporal/*_acc")
+
+
+def fixed_ylim(name: str, values: Sequence[float]) -> tuple[float, float] | None:
+    """(0, 1) with a margin for a [0, 1] metric whose values stay in [0, 1], else None (auto)."""
+    vals = [v for v in values if np.isfinite(v)]
+    if vals and any(fnmatch.fnmatch(name, pat) for pat in UNIT_RANGE) and 0.0 <= min(vals) and max(vals) <= 1.0:
+        return (-0.03, 1.03)
+    return None
+
+
 def metrics_path(path: str | Path) -> Path:
     path = Path(path)
     return path / "metrics.jsonl" if path.is_dir() else path
@@ -93,10 +106,12 @@ def plot_curves(runs, metrics: Sequence[str] = DEFAULT_METRICS, window: int = 1,
     fig, axes = new_figure(nrows, ncols, width=3.6 * ncols, height=2.7 * nrows)
     colors = [f"C{i}" for i in range(10)]
     for ax, name in zip([a for row in axes for a in row], names):
+        seen: list = []
         for i, (label, rows) in enumerate(data.items()):
             x, y = series(rows, name)
             if not len(x):
                 continue
+            seen += list(y)
             color = colors[i % len(colors)]
             few = len(x) <= 12
             if window > 1 and not few:
@@ -110,6 +125,9 @@ def plot_curves(runs, metrics: Sequence[str] = DEFAULT_METRICS, window: int = 1,
         ax.ticklabel_format(axis="y", useOffset=False)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
+        ylim = fixed_ylim(name, seen)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
     for ax in [a for row in axes for a in row][len(names):]:
         ax.axis("off")
     legend: dict = {}

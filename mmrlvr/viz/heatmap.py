@@ -43,6 +43,17 @@ def overlay_heatmap(image, weights: np.ndarray, alpha: float = 0.55, cmap: str =
     return Image.fromarray(mixed.round().astype(np.uint8))
 
 
+def add_colorbar(fig, axes, vmax: float, cmap: str = "inferno") -> None:
+    """A colour bar for heat maps drawn by `overlay_heatmap(..., vmax=vmax)`: 0 to vmax attention weight."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    bar = fig.colorbar(ScalarMappable(norm=Normalize(0.0, vmax if vmax > 0 else 1.0), cmap=cmap), ax=axes,
+                       shrink=0.8, pad=0.02)
+    bar.set_label("attention weight per visual token", fontsize=7)
+    bar.ax.tick_params(labelsize=6)
+
+
 def plot_image_attention(image, result: AttentionResult, per_token: bool = True, max_tokens: int = 6,
                          title: str | None = None):
     """Figure: the image, the mean attention map of the chosen tokens, then one map per token."""
@@ -58,15 +69,17 @@ def plot_image_attention(image, result: AttentionResult, per_token: bool = True,
     fig, axes = new_figure(nrows, ncols, panel=2.6)
     flat = [a for row in axes for a in row]
     base = as_pil(image)
+    vmax = max(float(mmap.weights[0].max()) for _, _, mmap in panels if mmap is not None)  # one scale: comparable panels
     for ax, (name, pil, mmap) in zip(flat, panels):
         if mmap is None:
             ax.imshow(pil)
         else:
-            ax.imshow(overlay_heatmap(base, mmap.weights[0]))
+            ax.imshow(overlay_heatmap(base, mmap.weights[0], vmax=vmax))
             name += f"\nshare on image {mmap.weights.sum():.2f}"
         ax.set_title(name, fontsize=8)
     for ax in flat:
         ax.axis("off")
+    add_colorbar(fig, flat, vmax)
     fig.suptitle(title or f"attention to the image (grid {maps[0].weights.shape[1]}x{maps[0].weights.shape[2]} tokens)",
                  fontsize=10)
     return fig
@@ -88,6 +101,7 @@ def plot_video_attention(frames: Sequence, video_map: MediaMap, temporal_patch_s
         ax.imshow(overlay_heatmap(frames[first], video_map.weights[k], vmax=vmax))
         ax.set_title(f"frames {first}-{last}", fontsize=8)
         ax.axis("off")
+    add_colorbar(fig, list(axes[0]), vmax)
     gs = axes[1][0].get_gridspec()
     for ax in axes[1]:
         ax.remove()

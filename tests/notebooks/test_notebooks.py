@@ -43,3 +43,22 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     assert max(p.stat().st_size for p in pngs) > 20_000, "no figure-sized PNG"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_header_reads_the_test_data_and_checks_imports_first(path, tmp_path, monkeypatch):
+    """The first code cell finds the real data where the tests do ($MMRLVR_TEST_DATA) and names a
+    missing plotting library at once, not after minutes of training."""
+    import importlib.util
+
+    header = "".join(next(c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code")["source"])
+    assert header.index("find_spec") < header.index("import torch")
+    monkeypatch.setenv("MMRLVR_TEST_DATA", str(tmp_path / "data"))
+    monkeypatch.setenv("MMRLVR_NOTEBOOK_OUT", str(tmp_path / "out"))
+    namespace: dict = {}
+    exec(compile(header, path.name, "exec"), namespace)  # noqa: S102 - our own notebook's first cell
+    assert namespace["DATA"] == tmp_path / "data"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(ImportError, match="this notebook needs matplotlib"):
+        exec(compile(header, path.name, "exec"), {})  # noqa: S102

@@ -7,6 +7,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from mmrlvr.data.io import DataError
+
 from mmrlvr.data.media import decode_video
 from mmrlvr.tasks import load_task
 from mmrlvr.verifiers.base import resolve_verifier as get_verifier
@@ -67,8 +69,8 @@ def test_synthetic_frame_order_reference_is_the_true_order():
 def test_frame_order_from_a_directory_of_videos(tmp_path):
     for i in range(6):
         _write_clip(tmp_path / f"clip{i}.mp4")
-    train = load_task("frame_order", "train", 12, seed=0, video_dir=str(tmp_path), eval_frac=0.3)
-    held = load_task("frame_order", "eval", 4, seed=0, video_dir=str(tmp_path), eval_frac=0.3)
+    train = load_task("frame_order", "train", 12, seed=0, video_dir=str(tmp_path), holdout_frac=0.3)
+    held = load_task("frame_order", "eval", 4, seed=0, video_dir=str(tmp_path), holdout_frac=0.3)
     assert {s.meta["source"] for s in train}.isdisjoint({s.meta["source"] for s in held})
     for s in train[:4]:
         # each segment is a lazy VideoRef into its third of the 2 s clip
@@ -93,7 +95,7 @@ def test_nextqa_with_a_generated_video_directory(shared_data, tmp_path):
         sub = tmp_path / "videos" / str(row["video"])[:2]  # nested, as NExT-QA stores them
         sub.mkdir(parents=True, exist_ok=True)
         _write_clip(sub / f"{row['video']}.mp4")
-    args = {"video_dir": str(tmp_path / "videos"), "annotations": str(ann), "skip_missing": True, "eval_frac": 0.0}
+    args = {"video_dir": str(tmp_path / "videos"), "data": str(ann), "skip_missing": True, "holdout_frac": 0.0}
     samples = load_task("nextqa", "train", 100, seed=0, **args)
     assert len(samples) == len([r for r in rows if str(r["video"]) in {str(x["video"]) for x in rows[:12]}])
     s, row = samples[0], rows[0]
@@ -101,7 +103,9 @@ def test_nextqa_with_a_generated_video_directory(shared_data, tmp_path):
     assert s.videos[0].path.endswith(f"{row['video']}.mp4") and s.meta["type"] == row["type"]
     assert get_verifier("choice")(f"<answer>{s.reference}</answer>", s).score == 1.0
     assert get_verifier("choice")(f"<answer>{row['a' + row['answer']]}</answer>", s).score == 1.0
-    with pytest.raises(FileNotFoundError, match=r"val_temporal_sample\.jsonl:13: video '\d+' not found"):
+    # without skip_missing a missing video is a bad row: 100 rows - 13 with one of the 12 written videos
+    # = 87 bad rows stop the build, naming the first (row 12)
+    with pytest.raises(DataError, match=r"val_temporal_sample\.jsonl: 87 of 100 rows are bad .*first: row 12: video '\d+' not found"):
         load_task("nextqa", "train", 100, seed=0, **{**args, "skip_missing": False})
     # NExT-QA's own CSV layout gives the same samples
     import csv
@@ -111,7 +115,7 @@ def test_nextqa_with_a_generated_video_directory(shared_data, tmp_path):
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    from_csv = load_task("nextqa", "train", 100, seed=0, **{**args, "annotations": str(tmp_path / "val.csv")})
+    from_csv = load_task("nextqa", "train", 100, seed=0, **{**args, "data": str(tmp_path / "val.csv")})
     assert [(s.reference, s.meta["options"]) for s in from_csv] == [(s.reference, s.meta["options"]) for s in samples]
 
 
@@ -121,7 +125,7 @@ def test_temporal_grounding_rows(tmp_path):
             {"video": "a.mp4", "sentence": "it starts", "timestamp": [0, 1]}]
     ann = tmp_path / "ground.jsonl"
     ann.write_text("\n".join(json.dumps(r) for r in rows))
-    samples = load_task("temporal_grounding", "train", 10, seed=0, annotations=str(ann), eval_frac=0.0)
+    samples = load_task("temporal_grounding", "train", 10, seed=0, data=str(ann), holdout_frac=0.0)
     assert [s.reference for s in samples] == [[2.0, 3.5], [0.0, 1.0]]
     frames, meta = samples[0].videos[0].load()
     assert len(frames) == 8 and meta["sampled_fps"] == pytest.approx(2.0)  # 4 s at 2 fps
@@ -130,5 +134,5 @@ def test_temporal_grounding_rows(tmp_path):
     # [2, 3] against [2, 3.5]: overlap 1 s, union 1.5 s -> 0.667
     assert tiou("<answer>[2, 3]</answer>", samples[0]).score == pytest.approx(2 / 3)
     ann.write_text(json.dumps(rows[0]) + "\n" + json.dumps({**rows[1], "timestamp": [3, 1]}))
-    with pytest.raises(ValueError, match=r"ground\.jsonl:2: timestamp must be"):
-        load_task("temporal_grounding", "train", 10, seed=0, annotations=str(ann), eval_frac=0.0)
+    with pytest.raises(DataError, match=r"ground\.jsonl: 1 of 2 rows are bad \(more than max_bad_frac=0\); first: row 1: timestamp must be"):
+        load_task("temporal_grounding", "train", 10, seed=0, data=str(ann), holdout_frac=0.0, max_bad_frac=0)

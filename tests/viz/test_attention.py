@@ -198,3 +198,18 @@ def test_answer_tokens_pick_the_answer_span(tiny, text, answer):
     else:
         assert tok.decode([ids[k] for k in picked]).strip() == answer
         assert picked == list(range(picked[0], picked[-1] + 1))
+
+
+def test_attention_figures_have_one_shared_colour_bar(tiny):
+    from mmrlvr.viz.heatmap import plot_image_attention
+
+    model, processor = tiny
+    msg = ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "How many?"}]},)
+    sample = Sample(id="x", messages=msg, reference=1, images=(_board((220, 40, 40)),))
+    res = token_attention(model, processor, sample, "<answer>1</answer>", tokens=slice(-3, None))
+    fig = plot_image_attention(sample.images[0], res, max_tokens=3)
+    bars = [ax for ax in fig.axes if ax.get_ylabel() == "attention weight per visual token"]
+    assert len(bars) == 1
+    # its scale runs to the largest cell of any panel (mean and per-token maps share it)
+    top = max(float(m.weights.max()) for m in [res.maps[0], *[t[0] for t in res.per_token]])
+    assert bars[0].get_ylim()[1] == pytest.approx(top)

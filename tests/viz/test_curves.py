@@ -76,3 +76,16 @@ def test_image_grid_shows_images_as_samples_hold_them(tmp_path):
     shown = [ax.get_images()[0].get_array() for ax in fig.axes[:3]]
     assert all(np.asarray(a).shape == (6, 8, 3) and (np.asarray(a)[..., 0] == 255).all() for a in shown)
     assert save_figure(fig, tmp_path / "grid.png").exists()
+
+
+def test_unit_range_metrics_get_a_fixed_axis_and_others_auto(tmp_path):
+    # a 4-step reward that wobbles by 0.02 must not fill the panel: 0-1 axis; a loss stays auto-scaled
+    rows = [{"step": s, "reward/mean": 0.50 + 0.01 * (s % 2), "loss/policy": 3.0 + s, "eval/geometry/accuracy": 0.25}
+            for s in range(1, 5)]
+    fig = plot_curves({"r": rows}, metrics=["reward/mean", "loss/policy", "eval/*/accuracy"])
+    lims = {ax.get_title(): ax.get_ylim() for ax in fig.axes if ax.get_title()}
+    assert lims["reward/mean"] == (-0.03, 1.03) and lims["eval/geometry/accuracy"] == (-0.03, 1.03)
+    assert lims["loss/policy"][0] > 3.0  # auto: around 4..7, not pinned to 0-1
+    weighted = [{"step": 1, "reward/mean": 1.6}]  # two reward terms can sum above 1: auto
+    fig = plot_curves({"r": weighted}, metrics=["reward/mean"])
+    assert fig.axes[0].get_ylim() != (-0.03, 1.03)

@@ -1,0 +1,50 @@
+"""What each task takes: build() arguments with defaults, and the column keys of its data rows.
+
+Read by `mmrlvr tasks` (to list them) and by `mmrlvr.validate` (to name an unknown key inside
+`task.args` or `task.args.columns` together with the known ones, before the model loads).
+"""
+
+from __future__ import annotations
+
+import inspect
+import pkgutil
+
+FIXED = ("split", "size", "seed")  # passed by the loop, never by task.args
+FROM_CONFIG = {"eval_size": "task.eval_size", "model_type": "the model's config"}  # filled in by the loop
+DEPRECATED = {"annotations": "data", "eval_frac": "holdout_frac"}  # old video-task names -> one set
+
+
+def task_names() -> list[str]:
+    import mmrlvr.tasks as package
+
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+
+
+def arguments(module) -> dict:
+    """{argument: default} of a task's build(), `inspect.Parameter.empty` for required ones."""
+    params = inspect.signature(module.build).parameters
+    return {n: p.default for n, p in params.items()
+            if n not in FIXED and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+
+def column_keys(module) -> dict:
+    """{task field: candidate columns} a task's rows are read through (empty: no data rows)."""
+    return dict(getattr(module, "COLUMNS", {}) or {})
+
+
+def describe(module, name: str) -> str:
+    doc = (module.__doc__ or "").strip().splitlines()
+    lines = [f"{name}: {doc[0] if doc else ''}"]
+    for arg, default in arguments(module).items():
+        if arg in DEPRECATED:
+            continue
+        shown = "(required)" if default is inspect.Parameter.empty else repr(default)
+        if arg == "max_bad_frac" and default is None:
+            shown = "None (1% of the rows, at least one row)"
+        if arg in FROM_CONFIG:
+            shown = f"from {FROM_CONFIG[arg]}"
+        lines.append(f"  {arg} = {shown}")
+    cols = column_keys(module)
+    if cols:
+        lines.append("  columns: " + "; ".join(f"{k} <- {', '.join(v) if isinstance(v, list) else v}" for k, v in cols.items()))
+    return "\n".join(lines)
