@@ -82,9 +82,9 @@ def _cmd_score(args) -> int:
         raise ConfigError(f"{exc.filename}: {exc.strerror}") from None
     finally:
         scorer.close()
-    print(f"scored {counts.scored} lines ({counts.bad_references} with a bad reference), "
-          f"{counts.bad_lines} bad lines -> {args.output}", file=sys.stderr)
-    return 1 if counts.bad_lines or counts.bad_references else 0
+    print(f"scored {counts.scored} lines ({counts.bad_references} with a bad reference, "
+          f"{counts.failed} where the verifier failed), {counts.bad_lines} bad lines -> {args.output}", file=sys.stderr)
+    return 1 if counts.bad_lines or counts.bad_references or counts.failed else 0
 
 
 def _cmd_verifiers(args) -> int:
