@@ -140,9 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress bars say what matters
+    from mmrlvr.data.feed import BadMediaError
+    from mmrlvr.data.io import DataError
+    from mmrlvr.data.media import MediaError
+
     try:
         return args.fn(args)
-    except (ConfigError, KeyError, FileNotFoundError) as exc:
+    except (ConfigError, KeyError, FileNotFoundError, DataError, BadMediaError, MediaError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         for line in str(text).splitlines() or [type(exc).__name__]:
             print(f"mmrlvr: error: {line}", file=sys.stderr)
