@@ -1,5 +1,9 @@
-"""Video decoding (issue 9): `load_video`, the `VideoRef` a Sample holds, and the frame shuffle of
+"""Video decoding: `load_video`, the `VideoRef` a Sample holds, and the frame shuffle of
 temporal contrast.
+
+Frame times come from the container's timestamps (packet pts, read without decoding): for a
+variable-frame-rate clip, `fps` sampling and `start`/`end` pick frames by their real times
+(`sample_indices_by_time`), where the average rate would misplace them by seconds.
 
 Frames are decoded when a batch is encoded (`decode_video`), never when a dataset is built.
 decord first; PyAV and then OpenCV for what decord cannot read (animated GIF, odd AVI). Every
@@ -23,6 +27,12 @@ FRAME_FACTOR = 2
 """Qwen-VL's temporal patch: frames are merged in pairs, so a sampled count is rounded to even."""
 DEFAULT_FPS = 2.0
 """Sampling rate when neither `nframes` nor `fps` is given (qwen-vl-utils' default)."""
+
+
+MAX_SAMPLED_FRAMES = 4096
+"""More sampled frames than this are refused (a decoder asked for 10**7 frames aborts the process)."""
+IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "bmp_pipe", "webp_pipe", "tiff_pipe", "j2k_pipe", "qoi_pipe")
+"""Containers that hold a still image: a PNG renamed .mp4 is not a 1-frame video."""
 
 
 class _Truncated(Exception):
@@ -65,12 +75,69 @@ def sample_indices(
         if not rate > 0:
             raise ValueError(f"fps must be > 0, got {fps}")
         n = _even(min(span / video_fps * rate, span), up=False)
+    n = _cap(n, max_frames)
+    idx = np.linspace(first, last, n).round().astype(int).tolist()
+    return idx, n / span * video_fps, span
+
+
+def _cap(n: int, max_frames: int | None) -> int:
     if max_frames is not None:
         if max_frames < 1:
             raise ValueError(f"max_frames must be >= 1, got {max_frames}")
         n = min(n, _even(max_frames, up=False))
-    idx = np.linspace(first, last, n).round().astype(int).tolist()
-    return idx, n / span * video_fps, span
+    if n > MAX_SAMPLED_FRAMES:
+        raise ValueError(f"{n} frames to sample is more than {MAX_SAMPLED_FRAMES}; set max_frames")
+    return n
+
+
+def is_variable_rate(times: list[float], tolerance: float = 0.5) -> bool:
+    """Whether frame times stray from a constant rate by more than `tolerance` frame intervals."""
+    if len(times) < 3 or not times[-1] > times[0]:
+        return False
+    step = (times[-1] - times[0]) / (len(times) - 1)
+    grid = times[0] + step * np.arange(len(times))
+    return bool(np.max(np.abs(np.asarray(times) - grid)) > tolerance * step)
+
+
+def sample_indices_by_time(
+    times: list[float], video_fps: float, *, nframes: int | None = None, fps: float | None = None,
+    max_frames: int | None = None, start: float | None = None, end: float | None = None,
+) -> tuple[list[int], float, int]:
+    """`sample_indices` for frames at the given presentation times (s, ascending; variable rate).
+
+    [start, end] selects frames by their times; the n sampled frames are those nearest to n
+    times spread evenly over the range (n as in `sample_indices`, with the range's length in
+    seconds for `fps`). The sampled fps is `n / span * video_fps` as for a constant rate, so the
+    processor's temporal position ids see the same average spacing.
+    """
+    if nframes is not None and fps is not None:
+        raise ValueError("give nframes or fps, not both")
+    t = np.asarray(times, dtype=float)
+    total = len(t)
+    if total == 0 or not video_fps > 0:
+        raise ValueError(f"no frames to sample ({total} frames at {video_fps} fps)")
+    eps = 1e-6
+    first = 0 if start is None else int(np.searchsorted(t, max(0.0, start) - eps, side="left"))
+    last = total - 1 if end is None else int(np.searchsorted(t, end + eps, side="right")) - 1
+    if first > last or first >= total or last < 0:
+        raise ValueError(f"empty time range [{start}, {end}] s of a {t[-1]:.2f} s clip")
+    span = last - first + 1
+    seconds = (t[last] - t[first]) * span / max(1, span - 1) if span > 1 else 1.0 / video_fps
+    if nframes is not None:
+        if nframes < 1:
+            raise ValueError(f"nframes must be >= 1, got {nframes}")
+        n = _even(nframes, up=True)
+    else:
+        rate = DEFAULT_FPS if fps is None else fps
+        if not rate > 0:
+            raise ValueError(f"fps must be > 0, got {fps}")
+        n = _even(min(seconds * rate, span), up=False)
+    n = _cap(n, max_frames)
+    targets = np.linspace(t[first], t[last], n)
+    right = np.clip(np.searchsorted(t, targets), first, last)
+    left = np.clip(right - 1, first, last)
+    idx = np.where(np.abs(t[left] - targets) <= np.abs(t[right] - targets), left, right)
+    return idx.astype(int).tolist(), n / span * video_fps, span
 
 
 def fit_pixels(height: int, width: int, max_pixels: int | None) -> tuple[int, int]:
@@ -93,13 +160,30 @@ def resize_frames(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
 
 
 def _probe(path: str) -> dict | None:
-    """What the container declares (frame count, size); None if PyAV cannot open it."""
+    """What the container declares (frame count, size, format) and every frame's presentation
+    time in seconds from the start (packet timestamps, read without decoding; None when some
+    packet has none); None if PyAV cannot open it."""
     try:
         import av
 
         with av.open(path) as c:
             s = c.streams.video[0]
-            return {"frames": int(s.frames or 0), "height": s.codec_context.height, "width": s.codec_context.width}
+            out = {"frames": int(s.frames or 0), "height": s.codec_context.height, "width": s.codec_context.width,
+                   "format": c.format.name, "times": None}
+            if c.format.name in IMAGE_FORMATS:
+                return out
+            pts, missing = [], False
+            for packet in c.demux(s):
+                if packet.size == 0:  # the flush packet at the end
+                    continue
+                if packet.pts is None:
+                    missing = True
+                    break
+                pts.append(packet.pts)
+            if pts and not missing and s.time_base:
+                pts.sort()  # decode order -> presentation order (B-frames)
+                out["times"] = [float((p - pts[0]) * s.time_base) for p in pts]
+            return out
     except Exception:  # noqa: BLE001 - the decoders report the real failure
         return None
 
@@ -190,8 +274,9 @@ def load_video(
 
     Sampling as `sample_indices` (uniform, or at `fps`; an even count for Qwen's temporal
     patches); each frame resized to at most `max_pixels` with its aspect ratio kept. `meta`:
-    `fps` (the file's), `frame_indices`, `total_frames`, `duration` (s), `sampled_fps`,
-    `span_frames` (frames between start and end), `backend`. A missing, empty, truncated or
+    `fps` (the file's; for a variable rate, frames over duration), `frame_indices`,
+    `total_frames`, `duration` (s), `sampled_fps`, `span_frames` (frames between start and end),
+    `backend`, `timestamps` (s, each sampled frame's), `variable_rate`. A missing, empty, truncated or
     undecodable file raises `MediaError` naming the file and what failed, never a substitute.
     """
     name = str(path)
@@ -202,14 +287,24 @@ def load_video(
         raise MediaError(f"{name}: empty video file (0 bytes)")
     if nframes is not None and fps is not None:
         raise MediaError(f"{name}: give nframes or fps, not both")
+    for key, value in (("start", start), ("end", end)):  # NaN would silently mean the whole clip
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+            raise MediaError(f"{name}: {key}={value} is not a time in seconds")
+    probe = _probe(name)
+    if probe is not None and probe.get("format") in IMAGE_FORMATS:
+        raise MediaError(f"{name}: is a still image ({probe['format']}), not a video")
+    times = (probe or {}).get("times")
+    variable = {}  # filled when the frame times, not the average rate, placed the frames
 
     def want(total: int, vfps: float):
         try:
+            if times is not None and len(times) == total and is_variable_rate(times):
+                variable["times"] = times
+                return sample_indices_by_time(times, total / _duration(times), nframes=nframes, fps=fps, max_frames=max_frames, start=start, end=end)
             return sample_indices(total, vfps, nframes=nframes, fps=fps, max_frames=max_frames, start=start, end=end)
         except ValueError as exc:
             raise MediaError(f"{name}: {exc}") from None
 
-    probe = _probe(name)
     failures = []
     for backend in VIDEO_BACKENDS:
         try:
@@ -223,7 +318,13 @@ def load_video(
             continue
         frames = resize_frames(np.ascontiguousarray(frames, dtype=np.uint8), max_pixels)
         meta = {"fps": vfps, "frame_indices": idx, "total_frames": total, "duration": total / vfps,
-                "sampled_fps": sfps, "span_frames": span, "backend": backend}
+                "sampled_fps": sfps, "span_frames": span, "backend": backend,
+                "timestamps": [round(i / vfps, 6) for i in idx], "variable_rate": False}
+        if variable:  # the average rate over the real duration; each frame's own time
+            t = variable["times"]
+            duration = _duration(t)
+            meta.update(fps=total / duration, duration=duration, timestamps=[round(t[i], 6) for i in idx],
+                        variable_rate=True)
         return frames, meta
     raise MediaError(f"{name}: cannot decode video ({'; '.join(failures)})")
 
@@ -272,6 +373,11 @@ def shuffle_order(n: int, seed: int) -> list[int]:
         perm = rng.permutation(n).tolist()
         if n < 2 or perm != list(range(n)):
             return perm
+
+
+def _duration(times: list[float]) -> float:
+    """A clip's length from its frame times: the last frame's time plus one mean interval."""
+    return times[-1] * len(times) / max(1, len(times) - 1)
 
 
 def _tighter(a: int | None, b: int | None) -> int | None:
