@@ -79,7 +79,7 @@ def _cmd_score(args) -> int:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     except OSError as exc:  # unreadable input, unwritable output: one line, no traceback
-        raise ConfigError(f"{exc.filename}: {exc.strerror}") from None
+        raise ConfigError(f"{exc.filename or args.output}: {exc.strerror or exc}") from None
     finally:
         scorer.close()
     print(f"scored {counts.scored} lines ({counts.bad_references} with a bad reference, "

@@ -47,6 +47,8 @@ def finite_reference(values, n: int | None = None, what: str = "reference") -> l
         out = [float(v) for v in values]
     except (TypeError, ValueError):
         raise BadReference(f"{what} {str(values)[:60]!r} is not a list of numbers") from None
+    except OverflowError:  # an integer like 10**400: no float holds it
+        raise BadReference(f"{what} has a number too large for a float") from None
     if n is not None and len(out) != n:
         raise BadReference(f"{what} has {len(out)} numbers, expected {n}")
     if not all(math.isfinite(v) for v in out):

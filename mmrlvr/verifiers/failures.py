@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from mmrlvr.types import Verdict
-from mmrlvr.verifiers.base import VERIFIER_FAILED
+from mmrlvr.verifiers.base import BAD_REFERENCE, VERIFIER_FAILED
 
 log = logging.getLogger("mmrlvr.verifiers")
 FAIL_SHARE = 0.05  # more failed verdicts than this share of a verifier's items (and more than 1): warn
@@ -25,6 +25,8 @@ class SpecCount:
     failed: int = 0
     first: str = ""  # the first failure's reason, for the warning
     warned: bool = False
+    bad_references: int = 0  # items whose reference is unusable: those prompts can never score
+    first_bad_reference: str = ""
 
 
 @dataclass
@@ -37,11 +39,19 @@ class FailureCounter:
 
     def record(self, spec: str, verdicts: Iterable[Verdict]) -> None:
         c = self.counts.setdefault(spec, SpecCount())
+        new_bad_ref = False
         for v in verdicts:
             c.items += 1
             if v.reason.startswith(VERIFIER_FAILED):
                 c.failed += 1
                 c.first = c.first or v.reason[len(VERIFIER_FAILED):]
+            elif v.reason.startswith(BAD_REFERENCE):
+                new_bad_ref = new_bad_ref or c.bad_references == 0
+                c.bad_references += 1
+                c.first_bad_reference = c.first_bad_reference or v.reason
+        if new_bad_ref:  # the data's fault, once per verifier: such a prompt scores 0 whatever is answered
+            self._say(f"verifier {spec!r}: a sample has an unusable reference ({c.first_bad_reference[:160]}); "
+                      "it scores 0 for every answer; mmrlvr score lists such rows")
         if not c.warned and too_many(c.failed, c.items, self.share):
             c.warned = True
             self._say(f"verifier {spec!r} failed on {c.failed} of {c.items} items "
@@ -56,6 +66,9 @@ class FailureCounter:
 
     def total_failed(self) -> int:
         return sum(c.failed for c in self.counts.values())
+
+    def total_bad_references(self) -> int:
+        return sum(c.bad_references for c in self.counts.values())
 
 
 def too_many(failed: int, items: int, share: float = FAIL_SHARE) -> bool:

@@ -21,6 +21,7 @@ from mmrlvr.types import Sample
 from mmrlvr.verifiers.base import BAD_REFERENCE, VERIFIER_FAILED, UntrustedVerifier
 
 BLOCK = 1024  # lines scored together: bounds memory, keeps the pool busy
+BLOCK_BYTES = 32 << 20  # ... and at most this many bytes of input lines (90 lines of 10 MB are 900 MB)
 MAX_FAILURE_LINES = 20  # verifier failures printed one by one; the summary counts them all
 
 
@@ -157,16 +158,18 @@ def score_file(input_path: str | Path, output_path: str | Path, scorer, progress
         total=input_path.stat().st_size, disable=not progress, unit="B", unit_scale=True, file=sys.stderr
     ) as bar:
         block: list = []
+        held = 0  # bytes of the lines in `block`
         for lineno, raw in enumerate(src, start=1):  # binary lines end at b"\n" only
             bar.update(len(raw))
             try:
                 text = decode_line(raw, lineno)
                 if text.strip():
                     block.append((lineno, parse_line(text, default_verifier)))
+                    held += len(raw)
             except ValueError as exc:
                 report(lineno, str(exc))
-            if len(block) >= BLOCK:
+            if len(block) >= BLOCK or held >= BLOCK_BYTES:
                 flush(block, out)
-                block = []
+                block, held = [], 0
         flush(block, out)
     return counts

@@ -124,3 +124,44 @@ def test_score_counts_failures_and_exits_1(broken, tmp_path, capsys, workers):
     assert f"{src}:1: verifier failed:" in err
     got = [json.loads(x) for x in out.read_text().splitlines()]
     assert [g["score"] for g in got] == [0.0, 0.0, 0.0] and all(g["reason"].startswith(VERIFIER_FAILED) for g in got)
+
+
+def test_bad_references_are_counted_and_named_once_per_verifier():
+    from mmrlvr.verifiers.base import BAD_REFERENCE
+
+    said = []
+    counter = FailureCounter(warn=said.append)
+    bad = Verdict(0.0, BAD_REFERENCE + "reference [0.0, inf] is not finite")
+    counter.record("tiou", [Verdict(1.0, "ok"), bad])
+    counter.record("tiou", [bad, bad])
+    assert counter.total_bad_references() == 3 and counter.total_failed() == 0
+    assert len(said) == 1 and "verifier 'tiou': a sample has an unusable reference (bad reference: reference [0.0, inf]" in said[0]
+
+
+def test_references_no_answer_can_match_are_bad_references():
+    from mmrlvr.verifiers.base import BAD_REFERENCE, resolve_verifier, safe_verify
+
+    huge = safe_verify(resolve_verifier("number"), "<answer>1</answer>", Sample("a", (), 10**400))
+    assert huge.score == 0.0 and huge.reason.startswith(BAD_REFERENCE) and "too large for a float" in huge.reason
+    nan = safe_verify(resolve_verifier("exact"), "<answer>nan</answer>", Sample("a", (), float("nan")))
+    assert nan.score == 0.0 and nan.reason.startswith(BAD_REFERENCE)  # was "exact match", 1.0
+    assert safe_verify(resolve_verifier("exact"), "<answer>nan</answer>", Sample("a", (), "nan")).score == 1.0  # the word
+
+
+def test_score_blocks_are_bounded_in_bytes(tmp_path, monkeypatch):
+    """Lines of 1 kB with a 3 kB bound: blocks of 3 lines (not 1,024), same output."""
+    from mmrlvr.verifiers import rescore
+
+    sizes = []
+    real = rescore._score_block
+    monkeypatch.setattr(rescore, "_score_block", lambda block, *a: sizes.append(len(block)) or real(block, *a))
+    monkeypatch.setattr(rescore, "BLOCK_BYTES", 3000)
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    pad = "x" * 1000
+    src.write_text("".join(json.dumps({"verifier": "count", "completion": f"<answer>{i}</answer>{pad}", "reference": 2})
+                           + "\n" for i in range(7)))
+    counts = rescore.score_file(src, out, InProcessScorer(), progress=False)
+    # each line is ~1,080 bytes: the 3rd line brings a block past 3,000 -> blocks 3, 3, 1
+    assert sizes == [3, 3, 1] and counts.scored == 7
+    assert [json.loads(x)["completion"][:18] for x in out.read_text().splitlines()] == \
+        [f"<answer>{i}</answer>" for i in range(7)]  # every line, in input order
