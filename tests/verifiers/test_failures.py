@@ -165,3 +165,19 @@ def test_score_blocks_are_bounded_in_bytes(tmp_path, monkeypatch):
     assert sizes == [3, 3, 1] and counts.scored == 7
     assert [json.loads(x)["completion"][:18] for x in out.read_text().splitlines()] == \
         [f"<answer>{i}</answer>" for i in range(7)]  # every line, in input order
+
+
+def test_a_math_verify_time_out_is_a_failure_not_a_wrong_answer(monkeypatch):
+    """math-verify answers False when its own alarm fires; the time spent tells it apart. The slow
+    comparison is a stand-in (sleeping the time-out), the detection and reason are the real ones."""
+    import time
+
+    import math_verify
+
+    from mmrlvr.verifiers import symbolic
+
+    monkeypatch.setattr(symbolic, "TIMEOUT_S", 1)
+    assert symbolic.math_equal("2", "3") == (False, "'2' is not '3'")  # a quick "no" stays a wrong answer
+    monkeypatch.setattr(math_verify, "verify", lambda *a, **k: time.sleep(1.0) or False)
+    ok, why = symbolic.math_equal("2", "3")
+    assert not ok and why == "verifier failed: math-verify timed out after 1s comparing"
