@@ -36,8 +36,8 @@ def build(split: str, size: int, seed: int, annotations: str | None = None, vide
             raise ValueError(f"{annotations}:{n}: missing field 'query' (or 'sentence')")
         seg = row["timestamp"]
         if not (isinstance(seg, (list, tuple)) and len(seg) == 2 and all(isinstance(x, (int, float)) for x in seg)
-                and 0 <= seg[0] < seg[1]):
-            raise ValueError(f"{annotations}:{n}: timestamp must be [start, end] seconds with start < end, got {seg!r}")
+                and 0 <= seg[0] < seg[1] < float("inf")):  # [0, Infinity] could never score
+            raise ValueError(f"{annotations}:{n}: timestamp must be finite [start, end] seconds with start < end, got {seg!r}")
         path = Path(row["video"]) if Path(row["video"]).is_absolute() else root / row["video"]
         if (zlib.crc32(str(row["video"]).encode()) % 1000 < eval_frac * 1000) != (split == "eval"):
             continue

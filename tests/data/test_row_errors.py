@@ -125,3 +125,24 @@ def test_train_and_eval_print_data_errors_as_one_line(tmp_path, capsys):
                  "--checkpoint", "tiny", "--out", str(tmp_path / "e.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("mmrlvr: error: task grounding (eval split): box_format 'bogus'")
+
+
+def test_references_that_can_never_score_are_bad_rows(tmp_path, caplog):
+    """A VOC box outside its image, and a temporal segment ending at Infinity."""
+    from mmrlvr.data.io import DataError
+
+    Image.new("RGB", (60, 40)).save(tmp_path / "a.png")
+    obj = {"class": "dog", "xmin": 5, "ymin": 5, "xmax": 50, "ymax": 30, "width": 60, "height": 40}
+    path = tmp_path / "voc.jsonl"
+    path.write_text("".join(json.dumps({"image": "a.png", "objects": [o]}) + "\n"
+                            for o in (obj, {**obj, "xmax": 90}, obj)))  # row 1: x2 = 90 > width 60
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("grounding", "train", 10, 0, data=str(path), holdout_frac=0.0, max_bad_frac=0.5,
+                        cache_dir=str(tmp_path / "c"))
+    assert [s.meta["row"] for s in got] == [0, 2]
+    assert f"{path}: row 1 skipped: field 'objects': box [5.0, 5.0, 90.0, 30.0] lies outside the 60x40 image" in \
+        [r.getMessage() for r in caplog.records]
+    ann = tmp_path / "ground.jsonl"
+    ann.write_text('{"video": "a.mp4", "query": "it ends", "timestamp": [0, Infinity]}\n')
+    with pytest.raises(DataError, match=r"ground\.jsonl:1: timestamp must be finite"):
+        load_task("temporal_grounding", "train", 10, 0, annotations=str(ann))
