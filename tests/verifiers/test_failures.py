@@ -181,3 +181,13 @@ def test_a_math_verify_time_out_is_a_failure_not_a_wrong_answer(monkeypatch):
     monkeypatch.setattr(math_verify, "verify", lambda *a, **k: time.sleep(1.0) or False)
     ok, why = symbolic.math_equal("2", "3")
     assert not ok and why == "verifier failed: math-verify timed out after 1s comparing"
+
+
+def test_score_names_an_output_that_cannot_be_written(tmp_path, capsys):
+    """A full disk fails at write time, where the OSError carries no file name ("None: ...")."""
+    from mmrlvr.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"verifier": "count", "completion": "<answer>1</answer>", "reference": 1}) + "\n")
+    assert main(["score", str(src), "-o", "/dev/full", "-q", "--workers", "0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["mmrlvr: error: /dev/full: No space left on device"]
