@@ -93,6 +93,9 @@ def _load_files(files: list[str], suffix: str, cache_dir, spec: str):
     for f in files:
         if suffix in (".jsonl", ".csv", ".json") and not _has_content(f):
             raise DataError(f"{f}: empty file (no rows)")
+        if suffix == ".csv" and (line := unclosed_quote_line(f)) is not None:
+            raise DataError(f"{f}: line {line}: a quote opened here never closes (a quote missing on this line "
+                            "or an earlier one); the CSV reader would merge the rows after it into one cell")
     try:
         ds = datasets.load_dataset(FORMATS[suffix], data_files=files, split="train", cache_dir=cache_dir)
     except Exception as exc:  # noqa: BLE001 - malformed JSON/CSV/Parquet: name the file
@@ -113,6 +116,21 @@ def _has_content(path: str) -> bool:
             if chunk.strip():
                 return True
     return False
+
+
+def unclosed_quote_line(path: str) -> int | None:
+    """The line where a CSV quote opens that never closes (1-based), else None.
+
+    A doubled quote ("") inside a quoted cell is an escaped quote and toggles twice; a quoted cell
+    may span lines. Without this check an unterminated quote silently merges rows."""
+    inside, opened = False, None
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            for _ in range(raw.count(b'"')):
+                inside = not inside
+                if inside:
+                    opened = n
+    return opened if inside else None
 
 
 def first_bad_jsonl_line(path: str) -> str | None:

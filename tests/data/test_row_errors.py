@@ -146,3 +146,16 @@ def test_references_that_can_never_score_are_bad_rows(tmp_path, caplog):
     ann.write_text('{"video": "a.mp4", "query": "it ends", "timestamp": [0, Infinity]}\n')
     with pytest.raises(DataError, match=r"ground\.jsonl:1: timestamp must be finite"):
         load_task("temporal_grounding", "train", 10, 0, annotations=str(ann))
+
+
+def test_an_unterminated_csv_quote_is_named_not_merged(tmp_path):
+    from mmrlvr.data.io import unclosed_quote_line
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text('question,answer\n"what is 1+1,2\nwhat is 2+2,4\n')  # line 2 opens a quote, nothing closes it
+    with pytest.raises(DataError, match=r"bad.csv: line 2: a quote opened here never closes"):
+        open_dataset(str(bad))
+    ok = tmp_path / "ok.csv"
+    ok.write_text('question,answer\n"a ""quoted"" word, and a\nsecond line",1\nplain,2\n')  # escaped quotes, 2-line cell
+    assert unclosed_quote_line(str(ok)) is None
+    assert open_dataset(str(ok), cache_dir=str(tmp_path / "c")).num_rows == 2
