@@ -338,6 +338,24 @@ def _columns(tmp):
     expect(DataError, _rows, tmp, [GOOD], columns={"image": 5}, match="task.args.columns.image")
 
 
+@case("rows: an unterminated CSV quote")
+def _csv_quote(tmp):
+    from mmrlvr.data.io import DataError, open_dataset
+
+    (tmp / "q.csv").write_text('question,answer\n"what is 1+1,2\nwhat is 2+2,4\n')
+    expect(DataError, open_dataset, str(tmp / "q.csv"), match="line 2: a quote opened here never closes")
+
+
+@case("rows: a temporal segment [0, Infinity]")
+def _infinite_segment(tmp):
+    from mmrlvr.data.io import DataError
+    from mmrlvr.tasks import load_task
+
+    (tmp / "g.jsonl").write_text('{"video": "a.mp4", "query": "it ends", "timestamp": [0, Infinity]}\n')
+    expect(DataError, load_task, "temporal_grounding", "train", 10, 0, annotations=str(tmp / "g.jsonl"),
+           match="timestamp must be finite")
+
+
 @case("cli: a data error in train is one line")
 def _cli(tmp):
     from mmrlvr.cli import main
