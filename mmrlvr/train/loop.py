@@ -47,8 +47,8 @@ def train(cfg: Config) -> dict:
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
     cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
     is_main = accelerator.is_main_process  # only rank 0 writes the run directory
+    claim_run_dir(run_dir, resolved, is_main)  # a lock naming this PID; a resume must match the saved config
     if is_main:
-        claim_run_dir(run_dir, resolved)  # a lock naming this PID; a resume must match the saved config
         if not cfg.train.resume:
             clear_run_dir(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)

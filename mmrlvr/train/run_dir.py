@@ -152,9 +152,25 @@ def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]
     return diffs
 
 
-def claim_run_dir(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]:
+def claim_run_dir(run_dir: str | Path, cfg: Config, is_main: bool = True) -> list[tuple[str, Any, Any]]:
     """Lock `run_dir` for this run, then check that a resume continues the same config (above).
 
-    Call on the main process before anything in the directory is cleared or written."""
-    acquire_lock(run_dir)
-    return check_resume(run_dir, cfg)
+    Every rank calls it before anything in the directory is cleared or written: the main process
+    locks and checks, and with several processes its verdict is broadcast, so all ranks stop
+    together with the same line instead of the others waiting forever at the next barrier."""
+    error, diffs = None, []
+    if is_main:
+        try:
+            acquire_lock(run_dir)
+            diffs = check_resume(run_dir, cfg)
+        except RunDirError as exc:
+            error = str(exc)
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        box = [error]
+        dist.broadcast_object_list(box, src=0)
+        error = box[0]
+    if error is not None:
+        raise RunDirError(error)
+    return diffs

@@ -109,3 +109,28 @@ def test_cli_one_line_for_a_changed_config_and_a_busy_dir(tmp_path, capsys):
     finally:
         other.kill()
         other.wait()
+
+
+def _rank(rank, init, run, out):
+    import torch.distributed as dist
+
+    from mmrlvr.train.run_dir import RunDirError, claim_run_dir
+
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+    try:
+        claim_run_dir(run, _resolved(run, "train.lr=0.5"), is_main=rank == 0)
+        (out / f"{rank}.txt").write_text("passed")
+    except RunDirError as exc:
+        (out / f"{rank}.txt").write_text(str(exc))
+    dist.destroy_process_group()
+
+
+@pytest.mark.timeout(120)
+def test_every_rank_stops_when_the_main_one_refuses(tmp_path):
+    """Only rank 0 checks; without the broadcast rank 1 would go on to the next barrier and wait forever."""
+    import torch.multiprocessing as tmp
+
+    run = _saved_run(tmp_path)
+    tmp.spawn(_rank, args=(tmp_path / "init", run, tmp_path), nprocs=2, join=True)
+    texts = [(tmp_path / f"{r}.txt").read_text() for r in (0, 1)]
+    assert texts[0] == texts[1] and "train.lr: 0.0002 -> 0.5" in texts[0]
