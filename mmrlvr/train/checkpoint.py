@@ -38,8 +38,17 @@ def _set_rng_state(state: dict) -> None:
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     npy = state["numpy"]
-    np.random.set_state((npy["kind"], npy["key"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["gauss"]))
+    if isinstance(npy, dict):
+        np.random.set_state((npy["kind"], npy["key"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["gauss"]))
+    else:  # the numpy tuple of checkpoints written before (see _OLD_RNG_GLOBALS)
+        np.random.set_state(tuple(npy))
     torch.set_rng_state(state["torch"])
+
+
+# Checkpoints written before RNG states were stored as tensors hold numpy's RNG state as an array:
+# rebuilding a plain numeric array is all these allow (an object array's items still go through
+# the same restricted unpickler), so such runs still resume.
+_OLD_RNG_GLOBALS = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType]
 
 
 def safe_load(path: Path):
@@ -50,7 +59,8 @@ def safe_load(path: Path):
     import pickle
 
     try:
-        return torch.load(path, weights_only=True, map_location="cpu")
+        with torch.serialization.safe_globals(_OLD_RNG_GLOBALS):
+            return torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
         found = re.search(r"(?:GLOBAL|global:?) ([\w.]+)", str(exc))
         what = f" ({found.group(1)})" if found else ""

@@ -80,3 +80,21 @@ def test_a_planted_object_does_not_run(tmp_path, target):
         with pytest.raises(CheckpointError):
             load_trainer_state(ckpt, torch.optim.AdamW(Tiny().parameters()))
         assert not marker.exists()
+
+
+def test_a_checkpoint_written_before_still_resumes(tmp_path):
+    """Earlier checkpoints pickled numpy's RNG state as an array: allowed, and restored exactly."""
+    model, opt, sched, ckpt = _checkpoint(tmp_path)
+    random.seed(4), np.random.seed(5), torch.manual_seed(6)
+    old_rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    expect = (random.random(), np.random.rand(), torch.rand(1).item())
+    torch.save({"rng": old_rng, "optimizer": opt.state_dict()}, ckpt / "trainer_state.pt")
+    state = ckpt / "state.json"  # the recorded size must match the rewritten file
+    import json
+
+    meta = json.loads(state.read_text())
+    meta["files"]["trainer_state.pt"] = (ckpt / "trainer_state.pt").stat().st_size
+    state.write_text(json.dumps(meta))
+    random.seed(0), np.random.seed(0), torch.manual_seed(0)
+    load_trainer_state(ckpt, torch.optim.AdamW(Tiny().parameters()))
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expect
