@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mmrlvr.data.frame_times import IMAGE_FORMATS, _duration, _probe, is_variable_rate, sample_indices_by_time
 from mmrlvr.data.media import MediaError
 
 VIDEO_BACKENDS: tuple[str, ...] = ("decord", "pyav", "opencv")
@@ -31,8 +32,6 @@ DEFAULT_FPS = 2.0
 
 MAX_SAMPLED_FRAMES = 4096
 """More sampled frames than this are refused (a decoder asked for 10**7 frames aborts the process)."""
-IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "bmp_pipe", "webp_pipe", "tiff_pipe", "j2k_pipe", "qoi_pipe")
-"""Containers that hold a still image: a PNG renamed .mp4 is not a 1-frame video."""
 
 
 class _Truncated(Exception):
@@ -90,56 +89,6 @@ def _cap(n: int, max_frames: int | None) -> int:
     return n
 
 
-def is_variable_rate(times: list[float], tolerance: float = 0.5) -> bool:
-    """Whether frame times stray from a constant rate by more than `tolerance` frame intervals."""
-    if len(times) < 3 or not times[-1] > times[0]:
-        return False
-    step = (times[-1] - times[0]) / (len(times) - 1)
-    grid = times[0] + step * np.arange(len(times))
-    return bool(np.max(np.abs(np.asarray(times) - grid)) > tolerance * step)
-
-
-def sample_indices_by_time(
-    times: list[float], video_fps: float, *, nframes: int | None = None, fps: float | None = None,
-    max_frames: int | None = None, start: float | None = None, end: float | None = None,
-) -> tuple[list[int], float, int]:
-    """`sample_indices` for frames at the given presentation times (s, ascending; variable rate).
-
-    [start, end] selects frames by their times; the n sampled frames are those nearest to n
-    times spread evenly over the range (n as in `sample_indices`, with the range's length in
-    seconds for `fps`). The sampled fps is `n / span * video_fps` as for a constant rate, so the
-    processor's temporal position ids see the same average spacing.
-    """
-    if nframes is not None and fps is not None:
-        raise ValueError("give nframes or fps, not both")
-    t = np.asarray(times, dtype=float)
-    total = len(t)
-    if total == 0 or not video_fps > 0:
-        raise ValueError(f"no frames to sample ({total} frames at {video_fps} fps)")
-    eps = 1e-6
-    first = 0 if start is None else int(np.searchsorted(t, max(0.0, start) - eps, side="left"))
-    last = total - 1 if end is None else int(np.searchsorted(t, end + eps, side="right")) - 1
-    if first > last or first >= total or last < 0:
-        raise ValueError(f"empty time range [{start}, {end}] s of a {t[-1]:.2f} s clip")
-    span = last - first + 1
-    seconds = (t[last] - t[first]) * span / max(1, span - 1) if span > 1 else 1.0 / video_fps
-    if nframes is not None:
-        if nframes < 1:
-            raise ValueError(f"nframes must be >= 1, got {nframes}")
-        n = _even(nframes, up=True)
-    else:
-        rate = DEFAULT_FPS if fps is None else fps
-        if not rate > 0:
-            raise ValueError(f"fps must be > 0, got {fps}")
-        n = _even(min(seconds * rate, span), up=False)
-    n = _cap(n, max_frames)
-    targets = np.linspace(t[first], t[last], n)
-    right = np.clip(np.searchsorted(t, targets), first, last)
-    left = np.clip(right - 1, first, last)
-    idx = np.where(np.abs(t[left] - targets) <= np.abs(t[right] - targets), left, right)
-    return idx.astype(int).tolist(), n / span * video_fps, span
-
-
 def fit_pixels(height: int, width: int, max_pixels: int | None) -> tuple[int, int]:
     """(h, w) with h * w <= max_pixels and the aspect ratio kept (unchanged if it already fits)."""
     if max_pixels is None or height * width <= max_pixels:
@@ -157,35 +106,6 @@ def resize_frames(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
     import cv2
 
     return np.stack([cv2.resize(f, (nw, nh), interpolation=cv2.INTER_AREA) for f in frames])
-
-
-def _probe(path: str) -> dict | None:
-    """What the container declares (frame count, size, format) and every frame's presentation
-    time in seconds from the start (packet timestamps, read without decoding; None when some
-    packet has none); None if PyAV cannot open it."""
-    try:
-        import av
-
-        with av.open(path) as c:
-            s = c.streams.video[0]
-            out = {"frames": int(s.frames or 0), "height": s.codec_context.height, "width": s.codec_context.width,
-                   "format": c.format.name, "times": None}
-            if c.format.name in IMAGE_FORMATS:
-                return out
-            pts, missing = [], False
-            for packet in c.demux(s):
-                if packet.size == 0:  # the flush packet at the end
-                    continue
-                if packet.pts is None:
-                    missing = True
-                    break
-                pts.append(packet.pts)
-            if pts and not missing and s.time_base:
-                pts.sort()  # decode order -> presentation order (B-frames)
-                out["times"] = [float((p - pts[0]) * s.time_base) for p in pts]
-            return out
-    except Exception:  # noqa: BLE001 - the decoders report the real failure
-        return None
 
 
 def _check_complete(decoded: int, probe: dict | None) -> None:
@@ -373,11 +293,6 @@ def shuffle_order(n: int, seed: int) -> list[int]:
         perm = rng.permutation(n).tolist()
         if n < 2 or perm != list(range(n)):
             return perm
-
-
-def _duration(times: list[float]) -> float:
-    """A clip's length from its frame times: the last frame's time plus one mean interval."""
-    return times[-1] * len(times) / max(1, len(times) - 1)
 
 
 def _tighter(a: int | None, b: int | None) -> int | None:
