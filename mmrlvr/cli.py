@@ -84,12 +84,12 @@ def _cmd_score(args) -> int:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     except OSError as exc:  # unreadable input, unwritable output: one line, no traceback
-        raise ConfigError(f"{exc.filename}: {exc.strerror}") from None
+        raise ConfigError(f"{exc.filename or args.output}: {exc.strerror or exc}") from None
     finally:
         scorer.close()
-    print(f"scored {counts.scored} lines ({counts.bad_references} with a bad reference), "
-          f"{counts.bad_lines} bad lines -> {args.output}", file=sys.stderr)
-    return 1 if counts.bad_lines or counts.bad_references else 0
+    print(f"scored {counts.scored} lines ({counts.bad_references} with a bad reference, "
+          f"{counts.failed} where the verifier failed), {counts.bad_lines} bad lines -> {args.output}", file=sys.stderr)
+    return 1 if counts.bad_lines or counts.bad_references or counts.failed else 0
 
 
 def _cmd_verifiers(args) -> int:
@@ -157,11 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress bars say what matters
-    from mmrlvr.data.io import DataError  # a dataset that cannot be used: one line, no traceback
+    from mmrlvr.data.feed import BadMediaError
+    from mmrlvr.data.io import DataError
+    from mmrlvr.data.media import MediaError
 
     try:
         return args.fn(args)
-    except (ConfigError, DataError, KeyError, FileNotFoundError) as exc:
+    except (ConfigError, KeyError, FileNotFoundError, DataError, BadMediaError, MediaError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         for line in str(text).splitlines() or [type(exc).__name__]:
             print(f"mmrlvr: error: {line}", file=sys.stderr)

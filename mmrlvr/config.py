@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from mmrlvr.config_efficiency import SampleEfficiencyConfig
+from mmrlvr.config_limits import MAX_CONFIG_VALUES, check_expanded_size, short  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -226,7 +227,12 @@ class TrainConfig:
     save_every: int = 50
     """Steps between checkpoints (0: only at the end)."""
     resume: bool = True
-    """Continue from the newest checkpoint in output_dir if there is one."""
+    """Continue from the newest checkpoint in output_dir if there is one. The saved config.yaml
+    must then match this config (apart from train.steps and logging keys); a difference stops the
+    run, naming the keys."""
+    resume_force: bool = False
+    """Resume even though the config differs from the run's saved config.yaml (the old file is
+    kept as config.prev.yaml). For deliberate changes, e.g. a lower learning rate mid-run."""
     log_with: list[str] = field(default_factory=lambda: ["tensorboard"])
     """accelerate trackers: tensorboard, wandb, mlflow, trackio... ([] = metrics.jsonl only)."""
 
@@ -283,7 +289,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Set `a.b.c=value` entries in a nested dict (values parsed as YAML scalars/lists)."""
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} is not key=value")
+            raise ConfigError(f"override {short(item)} is not key=value")
         key, value = item.split("=", 1)
         node = raw
         parts = key.strip().split(".")
@@ -307,14 +313,14 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     if raw is None:
         return cls()
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {raw!r}")
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {short(raw)}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - names)
+    unknown = sorted(set(raw) - names, key=str)
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(
-            f"unknown config key '{prefix}{unknown[0]}'; known: {', '.join(sorted(names))}"
+            f"unknown config key '{prefix}{short(unknown[0], 60).strip(chr(39))}'; known: {', '.join(sorted(names))}"
         )
     kwargs = {}
     for name, value in raw.items():
@@ -332,7 +338,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if origin is list:
         (inner,) = typing.get_args(tp) or (Any,)
         if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {short(value)}")
         return [_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -342,9 +348,9 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         except ValueError:
             pass
     if tp in (int, float, str, bool) and not isinstance(value, tp):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {short(value)}")
     if tp is int and isinstance(value, bool):
-        raise ConfigError(f"{where}: expected int, got {value!r}")
+        raise ConfigError(f"{where}: expected int, got {short(value)}")
     return value
 
 
@@ -365,6 +371,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping")
     raw = apply_overrides(raw, list(overrides or []))
+    check_expanded_size(raw, str(path) if path else "overrides")
     try:
         return _build(Config, raw, "")
     except ConfigError as exc:

@@ -136,7 +136,9 @@ def _get(cfg: Any, key: str) -> Any:
 
 
 def _line(key: str, value: Any, allowed: str) -> str:
-    return f"{key}={value!r}: {allowed}"
+    from mmrlvr.config import short
+
+    return f"{key}={short(value)}: {allowed}"  # a huge value is cut, never printed whole
 
 
 def _check_rules(cfg: Config) -> Iterable[str]:
@@ -371,9 +373,21 @@ def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
                             "expected >= 0 with sample_efficiency.dbb (rewards / maximum must lie in [0, 1])")
 
 
+def _check_limits(cfg: Config) -> Iterable[str]:
+    """Bounds that must agree with each other, and data fractions a NaN would switch off."""
+    m = cfg.model
+    for lo, hi in (("min_pixels", "max_pixels"), ("video_min_pixels", "video_max_pixels")):
+        a, b = getattr(m, lo), getattr(m, hi)
+        if _num(a) and _num(b) and a > b:
+            yield _line(f"model.{lo}", a, f"at most model.{hi} ({b})")
+    frac = cfg.task.args.get("max_bad_frac")
+    if frac is not None and not (_num(frac) and 0 <= frac <= 1):
+        yield _line("task.args.max_bad_frac", frac, "a fraction in [0, 1]")
+
+
 CHECKS: list[Callable[[Config], Iterable[str]]] = [
     _check_rules, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
-    _check_task_args, _check_paths, _check_sample_efficiency,
+    _check_task_args, _check_paths, _check_limits, _check_sample_efficiency,
 ]
 
 

@@ -25,8 +25,18 @@ def task_module(name: str):
 
 
 def load_task(name: str, split: str, size: int, seed: int, **args) -> list[Sample]:
-    """Build `size` samples of task `name` ("counting" or "package.module") for a split."""
-    return task_module(name).build(split=split, size=size, seed=seed, **args)
+    """Build `size` samples of task `name` ("counting" or "package.module") for a split.
+
+    A task's own ValueError (a bad argument value, an unusable file) becomes a one-line DataError."""
+    from mmrlvr.data.io import DataError
+
+    module = task_module(name)
+    try:
+        return module.build(split=split, size=size, seed=seed, **args)
+    except DataError:
+        raise
+    except ValueError as exc:
+        raise DataError(f"task {name} ({split} split): {str(exc)[:300]}") from None
 
 
 def model_type_of(path: str) -> str | None:

@@ -102,6 +102,9 @@ def real_sample(row: Row, source: str, template: PromptSpec, fmt: str, box_forma
         what = " or ".join(names)
         first = objects[0]
         size = (int(first["width"]), int(first["height"])) if first.get("width") and first.get("height") else None
+        outside = next((b for b in boxes if size and not (0 <= b[0] and 0 <= b[1] and b[2] <= size[0] and b[3] <= size[1])), None)
+        if outside is not None:  # no answer inside the image could ever match it
+            raise BadRow(f"field 'objects': box {outside} lies outside the {size[0]}x{size[1]} image")
         messages, images = _messages(template, row.images, what, fmt, len(boxes) > 1, columns, fields.get("prompt"))
         reference, verifier = (boxes[0], "iou") if len(boxes) == 1 else (boxes, "boxes")
         target = reference_target(boxes, fmt, size or image_size(row.images[0]) if fmt == "norm1000" else None)

@@ -48,8 +48,8 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
             raise BadRow("missing field 'query' (or 'sentence')")
         seg = row["timestamp"]
         if not (isinstance(seg, (list, tuple)) and len(seg) == 2 and all(isinstance(x, (int, float)) for x in seg)
-                and 0 <= seg[0] < seg[1]):
-            raise BadRow(f"timestamp must be [start, end] seconds with start < end, got {seg!r}")
+                and 0 <= seg[0] < seg[1] < float("inf")):  # [0, Infinity] could never score
+            raise BadRow(f"timestamp must be finite [start, end] seconds with start < end, got {seg!r}")
         path = Path(row["video"]) if Path(row["video"]).is_absolute() else root / row["video"]
         if not path.is_file():
             raise BadRow(f"video {path} not found")

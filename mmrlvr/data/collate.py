@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.media import decode_video, fit_total_pixels, load_image, processor_metadata
+from mmrlvr.data.media import MediaError, decode_video, describe, fit_total_pixels, load_image, processor_metadata
 from mmrlvr.types import Sample
 
 
@@ -28,7 +28,9 @@ def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
     """Processor outputs for a batch of prompts, left padded, with per-sample media counts.
 
     Image references are decoded here (a `MediaError` names the file that failed); PIL images,
-    e.g. from `decode_samples` run ahead in a background thread, pass through unchanged.
+    e.g. from `decode_samples` run ahead in a background thread, pass through unchanged. Media the
+    processor itself refuses (a ValueError from it) become a `MediaError` naming the batch's
+    samples, so callers drop or skip them like undecodable files instead of dying.
     """
     images = [load_image(im) for s in samples for im in s.images]
     videos = [v for s in samples for v in s.videos]
@@ -38,7 +40,12 @@ def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
         kwargs["images"] = images
     if videos:
         kwargs.update(video_inputs(processor, samples))
-    inputs = dict(processor(**kwargs))
+    try:
+        inputs = dict(processor(**kwargs))
+    except ValueError as exc:
+        names = ", ".join(f"{s.id} ({', '.join(describe(m) for m in (*s.images, *s.videos))})" for s in samples
+                          if s.images or s.videos)
+        raise MediaError(f"the processor refused the media of sample(s) {names[:300]}: {str(exc)[:200]}") from None
     if images:
         record_image_sizes(processor, samples, images, inputs.get("image_grid_thw"))
     inputs["_n_images"] = [len(s.images) for s in samples]

@@ -90,14 +90,66 @@ def _load_files(files: list[str], suffix: str, cache_dir, spec: str):
 
     import pyarrow as pa
 
+    for f in files:
+        if suffix in (".jsonl", ".csv", ".json") and not _has_content(f):
+            raise DataError(f"{f}: empty file (no rows)")
+        if suffix == ".csv" and (line := unclosed_quote_line(f)) is not None:
+            raise DataError(f"{f}: line {line}: a quote opened here never closes (a quote missing on this line "
+                            "or an earlier one); the CSV reader would merge the rows after it into one cell")
     try:
         ds = datasets.load_dataset(FORMATS[suffix], data_files=files, split="train", cache_dir=cache_dir)
     except Exception as exc:  # noqa: BLE001 - malformed JSON/CSV/Parquet: name the file
+        where = next((w for f in files if suffix == ".jsonl" and (w := first_bad_jsonl_line(f))), None)
+        if where is not None:  # the datasets error names no line; this does
+            raise DataError(where) from None
         raise DataError(f"{spec}: cannot read as {FORMATS[suffix]}: {type(exc).__name__}: {str(exc)[:300]}") from None
     # the first load converts the file into a memory-mapped Arrow cache; give back the buffers
     # the conversion used, or Arrow's allocator keeps them (hundreds of MB for image columns)
     pa.default_memory_pool().release_unused()
     return ds
+
+
+def _has_content(path: str) -> bool:
+    """Whether a text file holds anything but whitespace (reads at most until the first byte)."""
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 16):
+            if chunk.strip():
+                return True
+    return False
+
+
+def unclosed_quote_line(path: str) -> int | None:
+    """The line where a CSV quote opens that never closes (1-based), else None.
+
+    A doubled quote ("") inside a quoted cell is an escaped quote and toggles twice; a quoted cell
+    may span lines. Without this check an unterminated quote silently merges rows."""
+    inside, opened = False, None
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            for _ in range(raw.count(b'"')):
+                inside = not inside
+                if inside:
+                    opened = n
+    return opened if inside else None
+
+
+def first_bad_jsonl_line(path: str) -> str | None:
+    """"FILE: line N: why" for the first line that is not UTF-8 or not a JSON object, else None."""
+    import json
+
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                return f"{path}: line {n}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})"
+            except ValueError as exc:
+                return f"{path}: line {n}: not valid JSON ({str(exc)[:120]})"
+            if not isinstance(row, dict):
+                return f"{path}: line {n}: not a JSON object"
+    return None
 
 
 def _pick_split(ds, split: str, spec: str):
@@ -114,6 +166,10 @@ def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Se
     """Task field -> existing column. Mapping values are a column or a list of candidates."""
     out = {}
     for field_name, want in mapping.items():
+        if not (want is None or isinstance(want, str) or
+                (isinstance(want, (list, tuple)) and all(isinstance(c, str) for c in want))):
+            raise DataError(f"task.args.columns.{field_name}: expected a column name or a list of names, "
+                            f"got {str(want)[:60]!r}")
         candidates = [want] if isinstance(want, str) else list(want or [])
         found = next((c for c in candidates if c in names), None)
         if found is not None:
@@ -215,9 +271,12 @@ def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_fiel
         cells = image_cells(ds, img_col)
         raw = ds.with_format("arrow")  # RowRefs read the stored cell (bytes/path), never a decoded image
     text_cols = {f: c for f, c in cols.items() if f != image_field}
-    values = ds.select_columns(sorted(set(text_cols.values()))).to_dict() if text_cols else {}
+    values, undecodable = _text_values(ds, sorted(set(text_cols.values())))
     rows: list = []
     for i in range(len(ds)):
+        if i in undecodable:
+            rows.append((i, undecodable[i]))
+            continue
         fields = {f: values[c][i] for f, c in text_cols.items()}
         try:
             refs = _refs(cells[i], raw, i, img_col, root, spec) if cells is not None else []
@@ -227,6 +286,39 @@ def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_fiel
     return spec, ds, rows
 
 
+def _text_values(ds, columns: list[str]) -> tuple[dict, dict[int, str]]:
+    """({column: python values}, {row: why}) - Arrow keeps bytes that are not UTF-8 (a Latin-1
+    "é" in a JSONL file) in string columns and only fails when they are read; such a row is bad,
+    named with its field, instead of aborting the whole load."""
+    if not columns:
+        return {}, {}
+    try:
+        return ds.select_columns(columns).to_dict(), {}
+    except UnicodeDecodeError:
+        pass
+    import pyarrow as pa
+
+    table = ds.data.table if hasattr(ds.data, "table") else ds.data
+    values, bad = {}, {}
+    for col in columns:
+        try:
+            values[col] = ds.select_columns([col]).to_dict()[col]
+            continue
+        except UnicodeDecodeError:
+            pass
+        if not (pa.types.is_string(table.column(col).type) or pa.types.is_large_string(table.column(col).type)):
+            raise  # a nested column with a bad byte inside: the file's own problem, reported whole
+        out = []
+        for i, raw in enumerate(table.column(col).cast(pa.large_binary()).to_pylist()):
+            try:
+                out.append(None if raw is None else raw.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                out.append(None)
+                bad.setdefault(i, f"field {col!r}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the cell)")
+        values[col] = out
+    return values, bad
+
+
 def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], max_bad_frac: float,
                   keep: Sequence[int] | None = None) -> TaskSamples:
     """Turn rows into samples; report each bad row once; stop past `max_bad_frac` bad rows.
@@ -234,6 +326,8 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
     `keep` lists the row positions this split uses (all rows by default). The bad-row fraction is
     computed over the whole file, so train and eval splits agree on whether the data is usable.
     """
+    if not isinstance(max_bad_frac, (int, float)) or not 0.0 <= max_bad_frac <= 1.0:  # NaN too
+        raise DataError(f"task.args.max_bad_frac={max_bad_frac}: expected a fraction in [0, 1]")
     samples, bad = {}, []
     for pos, row in enumerate(rows):
         if isinstance(row, tuple):
@@ -243,9 +337,15 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
             samples[pos] = make(row)
         except BadRow as exc:
             bad.append({"row": row.index, "reason": str(exc)})
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+            # a cell of an unexpected type (`options: 5`, `width: "abc"`): this row's fault, not the file's
+            bad.append({"row": row.index, "reason": f"malformed cell ({type(exc).__name__}: {str(exc)[:120]})"})
     n = len(rows)
     if n == 0:
         raise DataError(f"{source}: no rows")
+    if not samples:  # with max_bad_frac=1 the fraction check passes, and the run divides by zero later
+        first = "; ".join(f"row {b['row']}: {b['reason']}" for b in bad[:5])
+        raise DataError(f"{source}: all {n} rows are bad; first: {first}")
     if len(bad) > max_bad_frac * n:
         first = "; ".join(f"row {b['row']}: {b['reason']}" for b in bad[:5])
         raise DataError(
@@ -257,6 +357,9 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
     for b in skipped:  # each row belongs to one split, so each bad row is reported once
         log.warning("%s: row %d skipped: %s", source, b["row"], b["reason"])
     kept = [samples[p] for p in positions if p in samples]
+    if not kept:
+        raise DataError(f"{source}: this split has no usable rows ({len(positions)} selected, "
+                        f"{len(skipped)} of them bad)" + ("; holdout_frac=0 holds out none" if not positions else ""))
     return TaskSamples(kept, skipped, source)
 
 

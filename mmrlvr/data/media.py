@@ -16,7 +16,12 @@ from typing import Any
 
 from PIL import Image
 
-# Pillow's default bomb limit (~89 MP) is kept; a larger image is refused with a MediaError.
+MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS or 89_478_485
+"""Larger images are refused before decoding (Pillow only warns between this and twice it, and
+one 170 MP image takes 1.4 GB decoded)."""
+MAX_ASPECT_RATIO = 200.0
+"""The Qwen-VL image processors raise on a longer side over 200x the shorter ("absolute aspect
+ratio must be smaller than 200"); such an image is bad media, refused here before its batch."""
 
 
 class MediaError(ValueError):
@@ -106,16 +111,55 @@ def load_image(ref: Any, root: str | Path | None = None, mode: str = "RGB") -> I
     name = describe(ref)
     try:
         img, name = _open(ref, root)
+        check_image_size(img.width, img.height)  # from the header, before any pixel is decoded
         img.load()  # decode now, inside the try: truncated files fail here, not in the processor
-        return img if img.mode == mode else img.convert(mode)
+        if img.mode == mode:
+            return img
+        return to_8bit(img).convert(mode)
     except MediaError as exc:
         raise MediaError(f"{name}: {exc}") from None
+    except IsADirectoryError:
+        raise MediaError(f"{name}: is a directory, not an image file") from None
     except FileNotFoundError:
         raise MediaError(f"{name}: file not found") from None
     except Image.DecompressionBombError as exc:
         raise MediaError(f"{name}: too large to decode ({exc})") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # Pillow's decode failures
         raise MediaError(f"{name}: cannot decode image ({type(exc).__name__}: {exc})") from None
+
+
+def check_image_size(width: int, height: int) -> None:
+    """Raise MediaError for an image too large to decode or one the processor would refuse."""
+    if width < 1 or height < 1:
+        raise MediaError(f"image is {width}x{height} pixels")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise MediaError(f"too large to decode ({width}x{height} = {width * height / 1e6:.0f} MP, "
+                         f"more than {MAX_IMAGE_PIXELS / 1e6:.0f} MP)")
+    ratio = max(width, height) / min(width, height)
+    if ratio > MAX_ASPECT_RATIO:
+        raise MediaError(f"aspect ratio {ratio:.0f}:1 ({width}x{height}) is over the image processor's "
+                         f"limit of {MAX_ASPECT_RATIO:.0f}:1")
+
+
+def to_8bit(img: Image.Image) -> Image.Image:
+    """16-bit and 32-bit integer or float images as 8-bit "L", scaled, not clipped.
+
+    Pillow's `convert("RGB")` clips an `I;16` image at 255, so a 16-bit photo or scan (values up to
+    65535) turns white. Integer images are divided by 257 (65535 -> 255) when they use more than 8
+    bits; float images in [0, 1] are scaled by 255."""
+    if img.mode not in ("I", "F") and not img.mode.startswith("I;16"):
+        return img
+    import numpy as np
+
+    a = np.asarray(img)
+    if img.mode == "F":
+        scale = 255.0 if float(np.nanmax(a, initial=0.0)) <= 1.0 else 1.0
+        a = np.nan_to_num(a.astype(np.float64) * scale)
+    else:  # I;16*: 16 bits by definition; "I" (32-bit): scaled only when it uses more than 8 bits
+        a = a.astype(np.float64)
+        if img.mode != "I" or a.max(initial=0) > 255:
+            a = a / 257.0
+    return Image.fromarray(np.clip(np.rint(a), 0, 255).astype(np.uint8), "L")
 
 
 # Video decoding lives in mmrlvr/data/video.py (it needs MediaError, defined above); its public

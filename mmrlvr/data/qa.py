@@ -7,6 +7,7 @@ by the task's free-form verifier (`math` for geometry, `number` or `exact` for c
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from typing import Callable
@@ -31,6 +32,34 @@ def choice_letter(answer: str, options: list) -> str:
         if ans.casefold() == str(opt).strip().casefold():
             return LETTERS[i]
     raise BadRow(f"answer {answer[:40]!r} is not one of the {len(options)} options")
+
+
+def option_list(cell) -> list[str]:
+    """An `options` cell as a list of strings; a JSON list written as a string ('["a", "b"]', as CSV
+    stores it) is read as that list. Anything else is a bad row: a plain string "ABCD" would
+    otherwise become four one-letter options."""
+    if cell is None:
+        return []
+    if isinstance(cell, str):
+        import json
+
+        text = cell.strip()
+        if not text:
+            return []
+        try:
+            cell = json.loads(text)
+        except ValueError:
+            cell = None
+        if not isinstance(cell, list):
+            raise BadRow(f"field 'options': expected a list, got the string {text[:40]!r}")
+    if not isinstance(cell, (list, tuple)):
+        raise BadRow(f"field 'options': expected a list, got {type(cell).__name__} {str(cell)[:40]!r}")
+    out = []
+    for o in cell:
+        if o is None or isinstance(o, (list, dict)) or (isinstance(o, float) and not math.isfinite(o)):
+            raise BadRow(f"field 'options': option {str(o)[:40]!r} is not a single value")
+        out.append(str(o))
+    return out
 
 
 EXTRA = "column:"  # Row.fields key prefix of the data's own columns no task field claims
@@ -66,11 +95,13 @@ def qa_sample(row: Row, source: str, template: str | PromptSpec, free_form: Call
     if isinstance(answer, list) and len(answer) == 1:  # ChartQA packagings store ["label"]
         answer = answer[0]
     if answer is None or (isinstance(answer, str) and not answer.strip()) or isinstance(answer, (list, dict)):
-        raise BadRow("answer is missing" if answer in (None, "") else f"answer {answer!r} is not a single value")
+        raise BadRow("answer is missing" if answer in (None, "") else f"answer {str(answer)[:40]!r} is not a single value")
+    if isinstance(answer, float) and not math.isfinite(answer):  # NaN or inf: nothing can ever match it
+        raise BadRow(f"field 'answer' is {answer}, not a usable reference")
     answer = str(answer).strip()
     if need_image and not row.images:
         raise BadRow("the row has no image")
-    options = [str(o) for o in (row.fields.get("options") or [])]
+    options = option_list(row.fields.get("options"))
     if len(options) > len(LETTERS):
         raise BadRow(f"{len(options)} options; at most {len(LETTERS)}")
     spec = template if isinstance(template, PromptSpec) else PromptSpec(template)

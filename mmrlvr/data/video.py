@@ -1,5 +1,9 @@
-"""Video decoding (issue 9): `load_video`, the `VideoRef` a Sample holds, and the frame shuffle of
+"""Video decoding: `load_video`, the `VideoRef` a Sample holds, and the frame shuffle of
 temporal contrast.
+
+Frame times come from the container's timestamps (packet pts, read without decoding): for a
+variable-frame-rate clip, `fps` sampling and `start`/`end` pick frames by their real times
+(`sample_indices_by_time`), where the average rate would misplace them by seconds.
 
 Frames are decoded when a batch is encoded (`decode_video`), never when a dataset is built.
 decord first; PyAV and then OpenCV for what decord cannot read (animated GIF, odd AVI). Every
@@ -15,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mmrlvr.data.frame_times import IMAGE_FORMATS, _duration, _probe, is_variable_rate, sample_indices_by_time
 from mmrlvr.data.media import MediaError
 
 VIDEO_BACKENDS: tuple[str, ...] = ("decord", "pyav", "opencv")
@@ -23,6 +28,10 @@ FRAME_FACTOR = 2
 """Qwen-VL's temporal patch: frames are merged in pairs, so a sampled count is rounded to even."""
 DEFAULT_FPS = 2.0
 """Sampling rate when neither `nframes` nor `fps` is given (qwen-vl-utils' default)."""
+
+
+MAX_SAMPLED_FRAMES = 4096
+"""More sampled frames than this are refused (a decoder asked for 10**7 frames aborts the process)."""
 
 
 class _Truncated(Exception):
@@ -65,12 +74,19 @@ def sample_indices(
         if not rate > 0:
             raise ValueError(f"fps must be > 0, got {fps}")
         n = _even(min(span / video_fps * rate, span), up=False)
+    n = _cap(n, max_frames)
+    idx = np.linspace(first, last, n).round().astype(int).tolist()
+    return idx, n / span * video_fps, span
+
+
+def _cap(n: int, max_frames: int | None) -> int:
     if max_frames is not None:
         if max_frames < 1:
             raise ValueError(f"max_frames must be >= 1, got {max_frames}")
         n = min(n, _even(max_frames, up=False))
-    idx = np.linspace(first, last, n).round().astype(int).tolist()
-    return idx, n / span * video_fps, span
+    if n > MAX_SAMPLED_FRAMES:
+        raise ValueError(f"{n} frames to sample is more than {MAX_SAMPLED_FRAMES}; set max_frames")
+    return n
 
 
 def fit_pixels(height: int, width: int, max_pixels: int | None) -> tuple[int, int]:
@@ -90,18 +106,6 @@ def resize_frames(frames: np.ndarray, max_pixels: int | None) -> np.ndarray:
     import cv2
 
     return np.stack([cv2.resize(f, (nw, nh), interpolation=cv2.INTER_AREA) for f in frames])
-
-
-def _probe(path: str) -> dict | None:
-    """What the container declares (frame count, size); None if PyAV cannot open it."""
-    try:
-        import av
-
-        with av.open(path) as c:
-            s = c.streams.video[0]
-            return {"frames": int(s.frames or 0), "height": s.codec_context.height, "width": s.codec_context.width}
-    except Exception:  # noqa: BLE001 - the decoders report the real failure
-        return None
 
 
 def _check_complete(decoded: int, probe: dict | None) -> None:
@@ -190,8 +194,9 @@ def load_video(
 
     Sampling as `sample_indices` (uniform, or at `fps`; an even count for Qwen's temporal
     patches); each frame resized to at most `max_pixels` with its aspect ratio kept. `meta`:
-    `fps` (the file's), `frame_indices`, `total_frames`, `duration` (s), `sampled_fps`,
-    `span_frames` (frames between start and end), `backend`. A missing, empty, truncated or
+    `fps` (the file's; for a variable rate, frames over duration), `frame_indices`,
+    `total_frames`, `duration` (s), `sampled_fps`, `span_frames` (frames between start and end),
+    `backend`, `timestamps` (s, each sampled frame's), `variable_rate`. A missing, empty, truncated or
     undecodable file raises `MediaError` naming the file and what failed, never a substitute.
     """
     name = str(path)
@@ -202,14 +207,24 @@ def load_video(
         raise MediaError(f"{name}: empty video file (0 bytes)")
     if nframes is not None and fps is not None:
         raise MediaError(f"{name}: give nframes or fps, not both")
+    for key, value in (("start", start), ("end", end)):  # NaN would silently mean the whole clip
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+            raise MediaError(f"{name}: {key}={value} is not a time in seconds")
+    probe = _probe(name)
+    if probe is not None and probe.get("format") in IMAGE_FORMATS:
+        raise MediaError(f"{name}: is a still image ({probe['format']}), not a video")
+    times = (probe or {}).get("times")
+    variable = {}  # filled when the frame times, not the average rate, placed the frames
 
     def want(total: int, vfps: float):
         try:
+            if times is not None and len(times) == total and is_variable_rate(times):
+                variable["times"] = times
+                return sample_indices_by_time(times, total / _duration(times), nframes=nframes, fps=fps, max_frames=max_frames, start=start, end=end)
             return sample_indices(total, vfps, nframes=nframes, fps=fps, max_frames=max_frames, start=start, end=end)
         except ValueError as exc:
             raise MediaError(f"{name}: {exc}") from None
 
-    probe = _probe(name)
     failures = []
     for backend in VIDEO_BACKENDS:
         try:
@@ -223,7 +238,13 @@ def load_video(
             continue
         frames = resize_frames(np.ascontiguousarray(frames, dtype=np.uint8), max_pixels)
         meta = {"fps": vfps, "frame_indices": idx, "total_frames": total, "duration": total / vfps,
-                "sampled_fps": sfps, "span_frames": span, "backend": backend}
+                "sampled_fps": sfps, "span_frames": span, "backend": backend,
+                "timestamps": [round(i / vfps, 6) for i in idx], "variable_rate": False}
+        if variable:  # the average rate over the real duration; each frame's own time
+            t = variable["times"]
+            duration = _duration(t)
+            meta.update(fps=total / duration, duration=duration, timestamps=[round(t[i], 6) for i in idx],
+                        variable_rate=True)
         return frames, meta
     raise MediaError(f"{name}: cannot decode video ({'; '.join(failures)})")
 

@@ -2,6 +2,11 @@
 
 A checkpoint is written to a temporary directory and renamed into place, so a run killed while
 saving leaves the previous checkpoint intact and never a half-written one.
+
+Nothing in a checkpoint can run code when it is resumed: the run state is JSON (`state.json`),
+and the `.pt` files (optimizer, LR schedule, RNG states) hold only tensors, numbers, strings and
+containers of them, read with `torch.load(weights_only=True)`; a file holding anything else (an
+object planted by whoever could write the run directory) is refused with one line.
 """
 
 from __future__ import annotations
@@ -22,13 +27,45 @@ from mmrlvr.train.distributed import barrier, rank_world
 
 
 def _rng_state() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every RNG state as tensors, ints and strings only (what `weights_only=True` reads back)."""
+    kind, key, pos, has_gauss, gauss = np.random.get_state()
+    return {"python": random.getstate(), "torch": torch.get_rng_state(),
+            "numpy": {"kind": kind, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "gauss": float(gauss)}}
 
 
 def _set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    npy = state["numpy"]
+    if isinstance(npy, dict):
+        np.random.set_state((npy["kind"], npy["key"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["gauss"]))
+    else:  # the numpy tuple of checkpoints written before (see _OLD_RNG_GLOBALS)
+        np.random.set_state(tuple(npy))
     torch.set_rng_state(state["torch"])
+
+
+# Checkpoints written before RNG states were stored as tensors hold numpy's RNG state as an array:
+# rebuilding a plain numeric array is all these allow (an object array's items still go through
+# the same restricted unpickler), so such runs still resume.
+_OLD_RNG_GLOBALS = [np._core.multiarray._reconstruct, np.ndarray, np.dtype, np.dtypes.UInt32DType]
+
+
+def safe_load(path: Path):
+    """`torch.load` that never runs code: tensors, numbers, strings, containers, nothing else.
+
+    A file holding any other object (a tampered or foreign checkpoint) raises CheckpointError, one
+    line naming the file and the refused object."""
+    import pickle
+
+    try:
+        with torch.serialization.safe_globals(_OLD_RNG_GLOBALS):
+            return torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"(?:GLOBAL|global:?) ([\w.]+)", str(exc))
+        what = f" ({found.group(1)})" if found else ""
+        raise CheckpointError(f"{path}: refused to load: it holds an object that is not a tensor or plain data{what}; "
+                              "a checkpoint written by mmrlvr never does (tampered, or from another program)") from None
 
 
 def _fsdp2(model) -> bool:
@@ -185,7 +222,7 @@ def load_trainer_state(ckpt: Path, optimizer, scheduler=None) -> dict:
     rank, world = rank_world()
     state = json.loads((ckpt / "state.json").read_text())
     saved_world = state.pop("world_size", 1)
-    blob = torch.load(ckpt / "trainer_state.pt", weights_only=False)
+    blob = safe_load(ckpt / "trainer_state.pt")
     shard = ckpt / f"optimizer_rank{rank}.pt"
     if "optimizer" in blob:
         optimizer.load_state_dict(blob["optimizer"])
@@ -193,11 +230,11 @@ def load_trainer_state(ckpt: Path, optimizer, scheduler=None) -> dict:
         raise ValueError(f"{ckpt} holds optimizer shards of {saved_world} processes; resume it with "
                          f"{saved_world} processes (this run has {world})")
     else:
-        optimizer.load_state_dict(torch.load(shard, weights_only=False))
+        optimizer.load_state_dict(safe_load(shard))
     if scheduler is not None and "scheduler" in blob:
         scheduler.load_state_dict(blob["scheduler"])
     rng = ckpt / f"rng_rank{rank}.pt"
-    _set_rng_state(torch.load(rng, weights_only=False) if rank > 0 and rng.exists() else blob["rng"])
+    _set_rng_state(safe_load(rng) if rank > 0 and rng.exists() else blob["rng"])
     return state
 
 

@@ -24,6 +24,7 @@ from mmrlvr.train.distributed import barrier, reduce_metrics
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
+from mmrlvr.train.run_dir import claim_run_dir, release_lock
 from mmrlvr.train.setup import (
     make_scheduler, prepare_policy, reference_policy, set_threads_and_seed, start_trackers, task_args,
     token_weighting_for_launch,
@@ -47,6 +48,7 @@ def train(cfg: Config) -> dict:
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
     cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
     is_main = accelerator.is_main_process  # only rank 0 writes the run directory
+    claim_run_dir(run_dir, resolved, is_main)  # a lock naming this PID; a resume must match the saved config
     if is_main:
         if not cfg.train.resume:
             clear_run_dir(run_dir)
@@ -155,6 +157,8 @@ def train(cfg: Config) -> dict:
     progress.close(summary)
     log.close()
     scorer.close()
+    if is_main:
+        release_lock(run_dir)
     return summary
 
 

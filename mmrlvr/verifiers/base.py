@@ -23,6 +23,18 @@ VERIFIERS: Registry = Registry("verifier")
 DESCRIPTIONS: dict[str, str] = {}
 ENTRY_POINT_GROUP = "mmrlvr.verifiers"
 BAD_REFERENCE = "bad reference: "  # reasons starting with this blame the data, not the model
+# reasons starting with this blame the verifier: it raised, hung, died or returned no usable score.
+# Such a verdict scores 0 but is a failure, not a wrong answer: counted and reported apart.
+VERIFIER_FAILED = "verifier failed: "
+
+
+def failed(why: str, parts: dict | None = None) -> Verdict:
+    """A verdict saying the verifier (not the completion) failed; score 0, never a reward."""
+    return Verdict(0.0, f"{VERIFIER_FAILED}{why}", dict(parts or {}))
+
+
+def is_failure(verdict: Verdict) -> bool:
+    return verdict.reason.startswith(VERIFIER_FAILED)
 
 
 class BadReference(ValueError):
@@ -35,6 +47,8 @@ def finite_reference(values, n: int | None = None, what: str = "reference") -> l
         out = [float(v) for v in values]
     except (TypeError, ValueError):
         raise BadReference(f"{what} {str(values)[:60]!r} is not a list of numbers") from None
+    except OverflowError:  # an integer like 10**400: no float holds it
+        raise BadReference(f"{what} has a number too large for a float") from None
     if n is not None and len(out) != n:
         raise BadReference(f"{what} has {len(out)} numbers, expected {n}")
     if not all(math.isfinite(v) for v in out):
@@ -152,35 +166,43 @@ def available_verifiers() -> dict[str, str]:
 
 
 def clean_verdict(result) -> Verdict:
-    """Coerce what a verifier returned into a Verdict with a finite score in [0, 1]."""
+    """What a verifier returned as a Verdict with a finite score in [0, 1], else a failure.
+
+    A string, NaN, or a score outside [0, 1] (1e9) is the verifier's bug, never a reward: clipping
+    1e9 to 1.0 would reward every completion silently."""
     if isinstance(result, Verdict):
         v = result
     elif isinstance(result, (int, float)) and not isinstance(result, bool):
         v = Verdict(float(result), "")
     elif isinstance(result, dict) and "score" in result:
-        v = Verdict(result["score"], str(result.get("reason", "")), dict(result.get("parts", {})))
+        v = Verdict(result["score"], str(result.get("reason", "")), dict(result.get("parts") or {}))
     else:
-        return Verdict(0.0, f"verifier returned {type(result).__name__}, not a Verdict")
+        return failed(f"returned {type(result).__name__}, not a Verdict or a number")
+    if isinstance(v.score, bool):
+        return failed(f"returned a bool score {v.score!r}, not a number")
     try:
         score = float(v.score)
-    except (TypeError, ValueError):
-        return Verdict(0.0, f"non-numeric score {v.score!r}", v.parts)
+    except (TypeError, ValueError, OverflowError):
+        return failed(f"non-numeric score {str(v.score)[:60]!r}")
     if not math.isfinite(score):
-        return Verdict(0.0, f"non-finite score {score}", v.parts)
+        return failed(f"non-finite score {score}")
     if not 0.0 <= score <= 1.0:
-        return Verdict(min(max(score, 0.0), 1.0), f"score {score} clipped to [0, 1]; {v.reason}", v.parts)
-    parts = {k: float(x) for k, x in v.parts.items() if isinstance(x, (int, float)) and math.isfinite(x)}
-    return Verdict(score, v.reason, parts)
+        return failed(f"score {score:g} outside [0, 1]")
+    raw = v.parts if isinstance(v.parts, dict) else {}
+    parts = {str(k): float(x) for k, x in raw.items()
+             if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)}
+    return Verdict(score, str(v.reason), parts)
 
 
 def safe_verify(fn: VerifierFn, completion: str, sample) -> Verdict:
     """Call a verifier in this process; any exception becomes score 0 with the reason.
 
-    No time bound here: use `VerifierPool` when a verifier may hang (math, user code).
+    No time bound here: use `VerifierPool` when a verifier may hang (math, user code). A plug-in's
+    `sys.exit` is a failure too (in-process it would end the whole program with exit status 0).
     """
     try:
         return clean_verdict(fn(completion, sample))
     except BadReference as exc:
         return Verdict(0.0, f"{BAD_REFERENCE}{exc}")
-    except Exception as exc:  # noqa: BLE001 - model output must never crash a step
-        return Verdict(0.0, f"verifier raised {type(exc).__name__}: {str(exc)[:200]}")
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - model output must never crash a step
+        return failed(f"raised {type(exc).__name__}: {str(exc)[:200]}")

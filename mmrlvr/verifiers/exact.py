@@ -15,7 +15,7 @@ import re
 import unicodedata
 
 from mmrlvr.types import Verdict
-from mmrlvr.verifiers.base import register_verifier
+from mmrlvr.verifiers.base import BadReference, register_verifier
 from mmrlvr.verifiers.extract import final_answer
 
 MAX_CHARS = 2000  # a longer "answer" is not a short text answer
@@ -48,6 +48,8 @@ def exact(completion: str, sample) -> Verdict:
     meta = getattr(sample, "meta", None) or {}
     case = bool(meta.get("case_sensitive", False))
     refs = sample.reference if isinstance(sample.reference, (list, tuple)) else [sample.reference]
+    if any(isinstance(r, float) and r != r for r in refs):  # NaN: str() gives "nan", which "nan" would match
+        raise BadReference(f"exact reference {str(sample.reference)[:60]} is NaN")
     got = normalize_text(ans, case)
     wanted = [normalize_text(r, case) for r in refs if r is not None]
     if not got:

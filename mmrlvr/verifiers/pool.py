@@ -3,7 +3,8 @@
 math-verify's own time-outs use `signal.alarm`, which only works in a main thread, and a regex or
 sympy call on hostile model output can run for minutes. So verifiers run in a reusable pool of
 spawned processes: each item gets an alarm inside the worker, and the parent has a hard deadline
-after which a stuck pool is killed and rebuilt. Either way the item scores 0 with the reason.
+after which a stuck pool is killed and rebuilt. Either way the item scores 0 with a reason starting
+"verifier failed: " (a failure, counted apart from wrong answers by `FailureCounter`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from concurrent.futures import ProcessPoolExecutor, wait
 from typing import Sequence
 
 from mmrlvr.types import Sample, Verdict
-from mmrlvr.verifiers.base import check_allowed, is_plugin, plugin_key, resolve_verifier, safe_verify
+from mmrlvr.verifiers.base import check_allowed, failed, is_plugin, plugin_key, resolve_verifier, safe_verify
+from mmrlvr.verifiers.failures import FailureCounter
 
 
 class VerifierTimeout(BaseException):
@@ -74,7 +76,9 @@ def _run_chunk(spec: str, items: list, timeout: float) -> list[Verdict]:
         try:
             out.append(safe_verify(fn, completion, sample))  # VerifierTimeout is not an Exception
         except VerifierTimeout:
-            out.append(Verdict(0.0, f"verifier timed out after {timeout:g}s"))
+            out.append(failed(f"timed out after {timeout:g}s"))
+        except KeyboardInterrupt:  # raised by the verifier itself: the parent's Ctrl-C kills the pool
+            out.append(failed("raised KeyboardInterrupt"))
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     return out
@@ -116,6 +120,7 @@ class VerifierPool:
         self.grace = float(grace)  # extra seconds the parent waits (worker start-up) before killing
         self._pool: ProcessPoolExecutor | None = None
         self._specs: dict[str, str] = {}
+        self.failures = FailureCounter()  # per verifier: failed verdicts, warned past a small share
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -154,11 +159,13 @@ class VerifierPool:
                 out.extend(fut.result())
                 continue
             broken = True
-            why = "verifier process did not answer in time" if not fut.done() else f"verifier process failed: {fut.exception()!r}"
-            out.extend(Verdict(0.0, why) for _ in chunk)
+            why = ("its process did not answer in time" if not fut.done()
+                   else f"its process died ({str(fut.exception())[:200] or type(fut.exception()).__name__})")
+            out.extend(failed(why) for _ in chunk)
         if broken:
             self._kill()
         self.last_seconds = time.monotonic() - t0
+        self.failures.record(spec, out)
         return out
 
     def close(self) -> None:

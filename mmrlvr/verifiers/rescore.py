@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmrlvr.types import Sample
-from mmrlvr.verifiers.base import BAD_REFERENCE, UntrustedVerifier
+from mmrlvr.verifiers.base import BAD_REFERENCE, VERIFIER_FAILED, UntrustedVerifier
 
 BLOCK = 1024  # lines scored together: bounds memory, keeps the pool busy
+BLOCK_BYTES = 32 << 20  # ... and at most this many bytes of input lines (90 lines of 10 MB are 900 MB)
+MAX_FAILURE_LINES = 20  # verifier failures printed one by one; the summary counts them all
 
 
 @dataclass
@@ -28,6 +30,7 @@ class ScoreCounts:
     scored: int = 0  # rows written to the output (bad references included)
     bad_lines: int = 0  # rows not scored: not UTF-8, not JSON, missing fields, unknown verifier
     bad_references: int = 0  # rows scored 0 because their reference is unusable
+    failed: int = 0  # rows scored 0 because the verifier failed (timed out, raised, died, NaN...)
 
 
 def decode_line(raw: bytes, lineno: int) -> str:
@@ -141,6 +144,10 @@ def score_file(input_path: str | Path, output_path: str | Path, scorer, progress
             if row["reason"].startswith(BAD_REFERENCE):
                 counts.bad_references += 1
                 print(f"{input_path}:{lineno}: {row['reason']}", file=sys.stderr)
+            elif row["reason"].startswith(VERIFIER_FAILED):
+                counts.failed += 1
+                if counts.failed <= MAX_FAILURE_LINES:  # a verifier failing everywhere: not 10^6 lines
+                    print(f"{input_path}:{lineno}: {row['reason']}", file=sys.stderr)
             out.write(json.dumps(strict_json(row), ensure_ascii=False, allow_nan=False, default=str) + "\n")
             counts.scored += 1
 
@@ -151,16 +158,18 @@ def score_file(input_path: str | Path, output_path: str | Path, scorer, progress
         total=input_path.stat().st_size, disable=not progress, unit="B", unit_scale=True, file=sys.stderr
     ) as bar:
         block: list = []
+        held = 0  # bytes of the lines in `block`
         for lineno, raw in enumerate(src, start=1):  # binary lines end at b"\n" only
             bar.update(len(raw))
             try:
                 text = decode_line(raw, lineno)
                 if text.strip():
                     block.append((lineno, parse_line(text, default_verifier)))
+                    held += len(raw)
             except ValueError as exc:
                 report(lineno, str(exc))
-            if len(block) >= BLOCK:
+            if len(block) >= BLOCK or held >= BLOCK_BYTES:
                 flush(block, out)
-                block = []
+                block, held = [], 0
         flush(block, out)
     return counts

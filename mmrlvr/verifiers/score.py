@@ -6,6 +6,7 @@ from typing import Sequence
 
 from mmrlvr.types import Verdict
 from mmrlvr.verifiers.base import check_allowed, resolve_verifier, safe_verify
+from mmrlvr.verifiers.failures import FailureCounter
 
 
 class InProcessScorer:
@@ -19,6 +20,7 @@ class InProcessScorer:
         # the plug-in specs the user named, which data may name; None: the caller checked
         self.plugins = None if plugins is None else tuple(plugins)
         self._fns: dict = {}
+        self.failures = FailureCounter()  # per verifier: failed verdicts, warned past a small share
 
     def __call__(self, spec: str, completions: Sequence[str], samples: Sequence) -> list[Verdict]:
         fn = self._fns.get(spec)
@@ -26,7 +28,9 @@ class InProcessScorer:
             if self.plugins is not None:
                 check_allowed(spec, self.plugins)
             fn = self._fns[spec] = resolve_verifier(spec)
-        return [safe_verify(fn, c, s) for c, s in zip(completions, samples)]
+        out = [safe_verify(fn, c, s) for c, s in zip(completions, samples)]
+        self.failures.record(spec, out)
+        return out
 
     def close(self) -> None:
         pass

@@ -17,7 +17,7 @@ import time
 from contextlib import contextmanager
 from functools import lru_cache
 
-from mmrlvr.verifiers.base import BadReference
+from mmrlvr.verifiers.base import VERIFIER_FAILED, BadReference
 
 MAX_MATH_CHARS = 1000  # longer "answers" are not answers
 MAX_DEPTH = 12  # brackets nested deeper than this are not an answer (a 60-deep \frac is)
@@ -230,13 +230,25 @@ def math_equal(pred: str, ref: str) -> tuple[bool, str]:
     why = refuse_math(text)
     if why:
         return False, f"answer refused: {why}"
+    t0 = time.monotonic()
     guess = _parse(text)
     if not guess:
-        return False, f"{pred[:60]!r} cannot be parsed"
+        return False, _timed_out(t0, "parsing the answer") or f"{pred[:60]!r} cannot be parsed"
     why = check_expr(guess[0])
     if why:
         return False, f"answer refused: {why}"
     math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+    t0 = time.monotonic()
     with _keep_outer_timer():
         ok = bool(verify(list(gold), guess, timeout_seconds=_timeout()))
-    return ok, "" if ok else f"{pred[:60]!r} is not {ref[:60]!r}"
+    return ok, "" if ok else (_timed_out(t0, "comparing") or f"{pred[:60]!r} is not {ref[:60]!r}")
+
+
+def _timed_out(t0: float, what: str) -> str | None:
+    """A failure reason when math-verify's own time-out (which returns "no" silently) fired.
+
+    math-verify turns its time-out into False / no parse, which would read as a wrong answer; a
+    call that took the whole time-out is reported as the verifier's failure instead."""
+    if _timeout() is not None and time.monotonic() - t0 >= TIMEOUT_S - 0.05:
+        return f"{VERIFIER_FAILED}math-verify timed out after {TIMEOUT_S}s {what}"
+    return None

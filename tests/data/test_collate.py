@@ -1,3 +1,4 @@
+import pytest
 import torch
 from PIL import Image
 
@@ -32,3 +33,22 @@ def test_repeat_and_select_keep_media_aligned(tiny):
 def test_pad_right():
     ids, mask = pad_right([[5, 6, 7], [8]], pad_id=0)
     assert ids.tolist() == [[5, 6, 7], [8, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_media_the_processor_refuses_are_bad_media_naming_the_sample(tiny, monkeypatch, tmp_path):
+    """The 28 x 8000 strip with the pre-check switched off: the real processor raises its own
+    ValueError ("absolute aspect ratio must be smaller than 200"), which must come out as a
+    MediaError naming the sample and the file (callers drop or skip MediaErrors, not ValueErrors)."""
+    import mmrlvr.data.media as media
+    from mmrlvr.data.media import MediaError
+
+    _, processor = tiny
+    path = tmp_path / "strip.png"
+    Image.new("RGB", (28, 8000)).save(path)
+    s = Sample("row-9", ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "q"}]},), 0,
+               images=(str(path),))
+    with pytest.raises(MediaError, match=r"aspect ratio 286:1"):  # the pre-check, before the processor
+        encode_prompts(processor, [s])
+    monkeypatch.setattr(media, "MAX_ASPECT_RATIO", 1e9)
+    with pytest.raises(MediaError, match=rf"processor refused the media of sample\(s\) row-9 \({path}\): .*aspect ratio"):
+        encode_prompts(processor, [s])

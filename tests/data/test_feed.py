@@ -85,3 +85,11 @@ def test_a_corrupt_video_is_dropped_like_an_image(tmp_path):
     assert [s.id for s in good] == ["v1"] and good[0].videos[0] is frames  # arrays pass through
     assert bad[0][0].id == "v0" and "broken.mp4" in bad[0][1]
     assert DecodedVideo(frames, {"fps": 2}).load(max_frames=1) == (frames, {"fps": 2})
+
+
+def test_an_image_the_processor_would_refuse_is_dropped_before_the_batch(tmp_path):
+    samples = _samples(tmp_path, 3)
+    Image.new("RGB", (28, 8000)).save(tmp_path / "1.png")  # aspect 285.7:1, over the processor's 200:1
+    good, bad = decode_samples(samples)
+    assert [s.id for s in good] == ["s0", "s2"]
+    assert bad[0][0].id == "s1" and f"{tmp_path / '1.png'}: aspect ratio 286:1" in bad[0][1]

@@ -127,9 +127,12 @@ def test_too_many_bad_rows_stop_with_file_count_and_rows(tmp_path):
         load_task("geometry", "train", 100, 0, data=path, max_bad_frac=0.1, cache_dir=str(tmp_path / "c"))
     msg = str(err.value)  # 2 of 10 bad > 0.1 * 10
     assert path in msg and "2 of 10 rows" in msg and "row 8:" in msg and "row 9:" in msg
-    ok = load_task("geometry", "train", 100, 0, data=path, max_bad_frac=0.2, cache_dir=str(tmp_path / "c"))
-    assert len(ok) + len(load_task("geometry", "eval", 100, 0, data=path, max_bad_frac=0.2,
+    ok = load_task("geometry", "train", 100, 0, data=path, max_bad_frac=0.2, holdout_frac=0.2, cache_dir=str(tmp_path / "c"))
+    # seed 0 holds out rows 7 and 8 (row 8 bad): 7 train + 1 eval = the 8 good rows
+    assert len(ok) + len(load_task("geometry", "eval", 100, 0, data=path, max_bad_frac=0.2, holdout_frac=0.2,
                                    cache_dir=str(tmp_path / "c"))) == 8
+    with pytest.raises(DataError, match=r"d.parquet: this split has no usable rows \(1 selected, 1 of them bad\)"):
+        load_task("geometry", "eval", 100, 0, data=path, max_bad_frac=0.2, cache_dir=str(tmp_path / "c"))  # only row 8
 
 
 def test_every_format_gives_the_same_samples(tmp_path):
@@ -158,7 +161,7 @@ def test_missing_column_and_file_are_clear(tmp_path):
     with pytest.raises(DataError, match="nope.parquet: file not found"):
         open_dataset(str(tmp_path / "nope.parquet"))
     (tmp_path / "bad.jsonl").write_text("{not json\n")
-    with pytest.raises(DataError, match="bad.jsonl: cannot read as json"):
+    with pytest.raises(DataError, match="bad.jsonl: line 1: not valid JSON"):
         open_dataset(str(tmp_path / "bad.jsonl"), cache_dir=str(tmp_path / "c"))
 
 

@@ -65,3 +65,38 @@ def test_describe_is_short():
     assert describe({"bytes": b"123", "path": None}) == "<3 bytes>"
     assert describe({"bytes": b"123", "path": "x/y.jpg"}) == "x/y.jpg"
     assert describe(Image.new("RGB", (3, 2))) == "<in-memory 3x2 image>"
+
+
+def test_16_bit_images_are_scaled_not_blown_to_white():
+    # a 16-bit gradient 0..65520; pixel (row 32, col 0) holds 32*64*16 = 32768 -> 32768 / 257 = 127.5 -> 128
+    a = (np.arange(64 * 64).reshape(64, 64) * 16).astype(np.uint16)
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, format="PNG")
+    img = load_image(buf.getvalue())
+    assert Image.open(io.BytesIO(buf.getvalue())).mode == "I;16"
+    px = np.asarray(img)
+    assert img.mode == "RGB" and tuple(px[32, 0]) == (128, 128, 128) and px[0, 0, 0] == 0
+    assert px[63, 63, 0] == 255  # 65520 / 257 = 254.9 -> 255
+    assert 120 < px.mean() < 135  # a gradient, not Pillow's clipped white (mean 254.5)
+
+
+def test_images_over_the_pixel_limit_are_refused_before_decoding(tmp_path):
+    # 10000 x 10000 = 100 MP: over the 89 MP limit, under Pillow's own error at 179 MP (it only warns)
+    path = tmp_path / "big.png"
+    Image.new("1", (10_000, 10_000)).save(path)
+    with pytest.raises(MediaError, match=r"big.png: too large to decode \(10000x10000 = 100 MP, more than 89 MP\)"):
+        load_image(str(path))
+
+
+def test_an_image_the_processor_would_refuse_is_bad_media(tmp_path):
+    # 28 x 8000: aspect 8000 / 28 = 285.7 > 200, which Qwen-VL's smart_resize raises on
+    path = tmp_path / "strip.png"
+    Image.new("RGB", (28, 8000), (5, 5, 5)).save(path)
+    with pytest.raises(MediaError, match=r"strip.png: aspect ratio 286:1 \(28x8000\) is over the image processor's limit"):
+        load_image(str(path))
+    assert load_image(Image.new("RGB", (40, 8000))).size == (40, 8000)  # 200:1 exactly is accepted
+
+
+def test_a_directory_is_not_reported_as_missing(tmp_path):
+    with pytest.raises(MediaError, match="is a directory"):
+        load_image(str(tmp_path))

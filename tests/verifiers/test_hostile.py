@@ -96,7 +96,7 @@ def test_unicode_line_separators_are_data_and_a_round_trip_loses_nothing(tmp_pat
     err = capsys.readouterr().err
     assert f"{src}:5: not valid JSON" in err  # the file's line 5, not a count of split pieces
     assert f"{src}:3: {BAD_REFERENCE}tiou reference" in err
-    assert "scored 4 lines (1 with a bad reference), 1 bad lines" in err
+    assert "scored 4 lines (1 with a bad reference, 0 where the verifier failed), 1 bad lines" in err
     text = out.read_text(encoding="utf-8")
     assert "NaN" not in text.replace('"NaN"', "")  # strict JSON: no bare NaN
     got = [json.loads(line) for line in text.split("\n") if line]

@@ -57,7 +57,7 @@ def test_pool_bounds_time_and_survives_hangs(plugin):
         assert all(v.score == 0.0 and "timed out" in v.reason for v in out)
         boom = pool(f"{plugin}:boom", ["a"], s[:1])[0]
         assert boom.score == 0.0 and "RuntimeError: boom" in boom.reason
-        assert pool(f"{plugin}:too_big", ["a"], s[:1])[0].score == 1.0  # clipped into [0, 1]
+        assert pool(f"{plugin}:too_big", ["a"], s[:1])[0].score == 0.0  # 7.0 is a failure, not a reward
         fine = pool(f"{plugin}:exact", ["x", "y"], s[:2])  # the pool still works afterwards
         assert [v.score for v in fine] == [1.0, 0.0]
         assert pool("count", ["<answer>3</answer>"] * 50, [Sample("c", (), 3)] * 50)[49].score == 1.0

@@ -1,0 +1,76 @@
+"""Count verdicts where the verifier itself failed, and say so when it happens too often.
+
+A verifier that hangs, raises, dies or returns NaN scores 0 on that item, which looks exactly
+like a wrong answer in the reward curve. A run whose verifier fails on most items learns nothing
+and says nothing, so every scorer counts failures per verifier and warns (once per verifier, on
+the `mmrlvr.verifiers` logger, which prints to stderr) as soon as more than `max(1, share x items)` of its verdicts failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from mmrlvr.types import Verdict
+from mmrlvr.verifiers.base import BAD_REFERENCE, VERIFIER_FAILED
+
+log = logging.getLogger("mmrlvr.verifiers")
+FAIL_SHARE = 0.05  # more failed verdicts than this share of a verifier's items (and more than 1): warn
+
+
+@dataclass
+class SpecCount:
+    items: int = 0
+    failed: int = 0
+    first: str = ""  # the first failure's reason, for the warning
+    warned: bool = False
+    bad_references: int = 0  # items whose reference is unusable: those prompts can never score
+    first_bad_reference: str = ""
+
+
+@dataclass
+class FailureCounter:
+    """Per verifier spec: items scored, failed verdicts, and whether the warning was given."""
+
+    share: float = FAIL_SHARE
+    warn: object = None  # callable(str); None: the `mmrlvr.verifiers` logger (stderr unless configured)
+    counts: dict = field(default_factory=dict)
+
+    def record(self, spec: str, verdicts: Iterable[Verdict]) -> None:
+        c = self.counts.setdefault(spec, SpecCount())
+        new_bad_ref = False
+        for v in verdicts:
+            c.items += 1
+            if v.reason.startswith(VERIFIER_FAILED):
+                c.failed += 1
+                c.first = c.first or v.reason[len(VERIFIER_FAILED):]
+            elif v.reason.startswith(BAD_REFERENCE):
+                new_bad_ref = new_bad_ref or c.bad_references == 0
+                c.bad_references += 1
+                c.first_bad_reference = c.first_bad_reference or v.reason
+        if new_bad_ref:  # the data's fault, once per verifier: such a prompt scores 0 whatever is answered
+            self._say(f"verifier {spec!r}: a sample has an unusable reference ({c.first_bad_reference[:160]}); "
+                      "it scores 0 for every answer; mmrlvr score lists such rows")
+        if not c.warned and too_many(c.failed, c.items, self.share):
+            c.warned = True
+            self._say(f"verifier {spec!r} failed on {c.failed} of {c.items} items "
+                      f"({100 * c.failed / c.items:.0f}%; first: {c.first[:160]}); its failures score 0, "
+                      "as a wrong answer would: fix the verifier or raise verifier_timeout")
+
+    def _say(self, msg: str) -> None:
+        if self.warn is not None:
+            self.warn(msg)
+            return
+        log.warning("mmrlvr: warning: %s", msg)
+
+    def total_failed(self) -> int:
+        return sum(c.failed for c in self.counts.values())
+
+    def total_bad_references(self) -> int:
+        return sum(c.bad_references for c in self.counts.values())
+
+
+def too_many(failed: int, items: int, share: float = FAIL_SHARE) -> bool:
+    """More failures than a small share: `failed > max(1, share * items)` (one stray one is noise)."""
+    return failed > max(1.0, share * items)
