@@ -73,7 +73,8 @@ def extra_columns(spec: str, mapping: dict, cache_dir: str | None) -> dict:
     ds = open_dataset(spec, cache_dir=cache_dir)
     claimed = set()
     for want in mapping.values():  # the column each task field resolves to (its first present candidate)
-        candidates = [want] if isinstance(want, str) else list(want or [])
+        # a malformed mapping value (e.g. a number) is named by the column resolver, not here
+        candidates = [want] if isinstance(want, str) else [c for c in want if isinstance(c, str)] if isinstance(want, (list, tuple)) else []
         claimed.update(next(([c] for c in candidates if c in ds.column_names), []))
     media = {c for c, f in ds.features.items() if "Image" in repr(f) or "binary" in repr(f)}
     return {**mapping, **{EXTRA + c: c for c in ds.column_names if c not in claimed and c not in media}}

@@ -120,11 +120,13 @@ def test_train_and_eval_print_data_errors_as_one_line(tmp_path, capsys):
     empty.write_text("\n")
     assert main(["train", "/dev/null", "task.name=geometry", f"task.args.data={empty}", f"output_dir={tmp_path / 'r'}"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [f"mmrlvr: error: {empty}: empty file (no rows)"]
-    raccoon = "/work/shared/data/grounding_raccoon/annotations.jsonl"
+    from tests.conftest import shared_data_path
+
+    raccoon = shared_data_path() / "grounding_raccoon" / "annotations.jsonl"
     assert main(["eval", "/dev/null", "task.name=grounding", f"task.args.data={raccoon}", "task.args.box_format=bogus",
                  "--checkpoint", "tiny", "--out", str(tmp_path / "e.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("mmrlvr: error: task grounding (eval split): box_format 'bogus'")
+    assert len(err) == 1 and err[0].startswith("mmrlvr: error: task.args.box_format='bogus': one of xyxy, xywh")
 
 
 def test_references_that_can_never_score_are_bad_rows(tmp_path, caplog):
@@ -144,7 +146,7 @@ def test_references_that_can_never_score_are_bad_rows(tmp_path, caplog):
         [r.getMessage() for r in caplog.records]
     ann = tmp_path / "ground.jsonl"
     ann.write_text('{"video": "a.mp4", "query": "it ends", "timestamp": [0, Infinity]}\n')
-    with pytest.raises(DataError, match=r"ground\.jsonl:1: timestamp must be finite"):
+    with pytest.raises(DataError, match=r"ground\.jsonl: all 1 rows are bad; first: row 0: timestamp must be finite"):
         load_task("temporal_grounding", "train", 10, 0, annotations=str(ann))
 
 
