@@ -82,8 +82,11 @@ def processor_kwargs(processor) -> dict:
     video = _size(getattr(processor, "video_processor", None))
     if image:
         out["images_kwargs"] = {"size": image}
+    vp = getattr(processor, "video_processor", None)
     if video:
         out["videos_kwargs"] = {"size": video}
+    if getattr(vp, "cap_pixels_per_frame", None) is not None:  # load_policy turns qwen-vl-utils' cap on
+        out.setdefault("videos_kwargs", {})["cap_pixels_per_frame"] = bool(vp.cap_pixels_per_frame)
     return out
 
 
