@@ -135,3 +135,15 @@ def test_sleep_asked_for_where_the_platform_has_none(tiny_dir):
     model, processor = load_policy(str(tiny_dir))
     with pytest.raises(ValueError, match="vllm_sleep=true: vLLM has no sleep mode on cpu"):
         VLLMRolloutEngine(str(tiny_dir), processor, model.config, sleep=True)
+
+
+def test_cpu_engine_settings(setup, tiny_dir):
+    from vllm.platforms import current_platform
+
+    engine, model, _ = setup
+    cfg = engine.llm.llm_engine.vllm_config
+    assert cfg.model_config.max_model_len == 1024
+    if current_platform.is_cpu():  # vLLM's CPU default of 4096 would split a large prompt batch
+        assert cfg.scheduler_config.max_num_batched_tokens == 32768
+    # every id of lm_head's rows but the 5 vision tokens may be sampled
+    assert len(engine.allowed_ids) == model.config.get_text_config().vocab_size - len(engine.suppress_ids)
