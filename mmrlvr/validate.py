@@ -83,6 +83,7 @@ RULES: list[Rule] = [
     Rule("rollout.engine", one_of("hf", "vllm"), "hf or vllm"),
     Rule("rollout.vllm_gpu_memory_utilization", lambda v: _num(v) and 0 < v < 1, "a number in (0, 1)"),
     Rule("rollout.vllm_max_model_len", at_least(1), "an integer >= 1"),
+    Rule("rollout.vllm_max_num_batched_tokens", at_least(1), "an integer >= 1 (or null)"),
     Rule("train.steps", at_least(1), "an integer >= 1"),
     Rule("train.lr", above(0), "a finite number > 0"),
     Rule("train.lr_scheduler", one_of("constant", "linear", "cosine"), "constant, linear or cosine"),

@@ -155,9 +155,9 @@ def build_tiny(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 1024) ->
     config = tiny_config(tokenizer)
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config)
+    text = config.text_config  # transformers 5.19 keeps the special ids only here (5.24 mirrors them)
     model.generation_config = GenerationConfig(
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
-        bos_token_id=config.bos_token_id,
+        eos_token_id=text.eos_token_id, pad_token_id=text.pad_token_id, bos_token_id=text.bos_token_id,
     )
     tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=out_dir.parent))
     model.save_pretrained(tmp)

@@ -21,6 +21,8 @@ def make_engine(cfg, policy, processor):
             resolve_model_path(cfg.model.path), processor, base.config, dtype=cfg.model.dtype,
             gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
             max_model_len=cfg.rollout.vllm_max_model_len, sleep=cfg.rollout.vllm_sleep, seed=cfg.seed,
+            enforce_eager=cfg.rollout.vllm_enforce_eager,
+            max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens,
         )
         engine.sync_weights(policy)  # warm-started or resumed weights differ from the directory's
         return engine

