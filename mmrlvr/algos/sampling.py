@@ -50,8 +50,12 @@ class GroupCollector:
         self.rounds = 0
 
     def add(self, rewards: torch.Tensor, groups: list) -> None:
-        self.rounds += 1
         keep = informative_groups(rewards) if self.filter_groups else torch.ones(len(groups), dtype=torch.bool)
+        self.add_round(keep, groups)
+
+    def add_round(self, keep: torch.Tensor, groups: list) -> None:
+        """One round's groups with the (B,) decision, made elsewhere, of which to keep."""
+        self.rounds += 1
         for k, g in zip(keep.tolist(), groups):
             (self.kept if k else self.dropped).append(g)
 
