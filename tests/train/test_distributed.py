@@ -71,12 +71,12 @@ def test_two_process_run_checkpoints_load_in_one_process_and_resume(tmp_path):
     first = _torchrun([*base, "train.steps=2", "train.resume=false"])
     assert first.returncode == 0, "\n".join(l for l in first.stderr.splitlines() if "[rank1]" in l)[-3000:]
     state = json.loads((out / "checkpoints" / "step_2" / "state.json").read_text())
-    assert state["world_size"] == 2 and state["data_pos"] == 8  # 2 steps x 4 global prompts
+    assert state["world_size"] == 2 and state["source"]["pos"] == 8  # 2 steps x 4 global prompts
     second = _torchrun([*base, "train.steps=3", "train.resume=true"])
     assert second.returncode == 0, second.stderr[-4000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2, 3]  # one writer, no step twice
-    assert json.loads((out / "checkpoints" / "step_3" / "state.json").read_text())["data_pos"] == 12
+    assert json.loads((out / "checkpoints" / "step_3" / "state.json").read_text())["source"]["pos"] == 12
     model, _ = load_policy(str(out / "checkpoints" / "step_3"))  # one process, no launcher
     assert sum(p.numel() for p in model.parameters()) > 0
 
