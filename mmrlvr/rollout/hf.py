@@ -10,7 +10,7 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import encode_prompts, model_kwargs
-from mmrlvr.train.distributed import synced_generation
+from mmrlvr.models.wrapping import base_model, params_sharded
 from mmrlvr.types import Completion, Sample
 
 VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
@@ -100,16 +100,25 @@ def sampling_config(sampling, *, group_size: int, max_new_tokens: int, stop_ids:
                             top_p=sampling.top_p, **kw)
 
 
-def _inner(model):
-    model = getattr(model, "module", model)  # DDP
-    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+def synced_generation(model) -> bool:
+    """Must `generate` keep stepping until every rank is done (`synced_gpus`)? With sharded
+    parameters each decoding step is a collective, so a rank whose sequences all stopped early
+    would leave the others waiting in the all-gather. transformers turns this on by itself only
+    for modules it marks as FSDP-managed, which accelerate's FSDP2 preparation does not do."""
+    return _world_size() > 1 and params_sharded(model)
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 @contextlib.contextmanager
 def _only(model, generation_config):
     """Make `generate` see `generation_config` and not the checkpoint's: transformers fills every
     field left unset from `model.generation_config`, so that one is swapped for the call."""
-    inner = _inner(model)
+    inner = base_model(model)
     saved = inner.generation_config
     inner.generation_config = generation_config
     try:
@@ -184,7 +193,7 @@ class HFRolloutEngine:
         return self.rollout(samples, group_size, sampling, seed).completions
 
     def _check_sampling(self, sampling, greedy: bool) -> None:
-        found = overridden_generation_fields(getattr(_inner(self.model), "generation_config", None), sampling)
+        found = overridden_generation_fields(getattr(base_model(self.model), "generation_config", None), sampling)
         if found:
             listed = ", ".join(f"{k}={v!r}" for k, v in sorted(found.items()))
             _warn_once(

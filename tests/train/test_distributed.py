@@ -156,16 +156,16 @@ def test_fsdp_config_on_cpu_is_refused_not_run_as_ddp(tmp_path):
 def test_generation_is_synced_only_for_sharded_parameters_across_ranks(monkeypatch, tiny_dir):
     """FSDP2/ZeRO-3 decoding is a collective per token: generate must step until every rank is done."""
     from mmrlvr.models.load import load_policy
-    from mmrlvr.train import distributed
+    from mmrlvr.rollout import hf
 
     model, _ = load_policy(str(tiny_dir))
-    monkeypatch.setattr(distributed, "rank_world", lambda: (0, 2))
-    assert not distributed.synced_generation(model)  # DDP: each rank decodes on its own
+    monkeypatch.setattr(hf, "_world_size", lambda: 2)
+    assert not hf.synced_generation(model)  # DDP: each rank decodes on its own
     p = next(model.model.language_model.parameters())
     p.ds_id = 7  # how DeepSpeed ZeRO-3 marks a partitioned parameter
-    assert distributed.synced_generation(model)
-    monkeypatch.setattr(distributed, "rank_world", lambda: (0, 1))
-    assert not distributed.synced_generation(model)  # one process: nothing to wait for
+    assert hf.synced_generation(model)
+    monkeypatch.setattr(hf, "_world_size", lambda: 1)
+    assert not hf.synced_generation(model)  # one process: nothing to wait for
 
 
 def test_sharded_launch_refuses_token_weighting_before_the_model_loads():
