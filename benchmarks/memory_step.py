@@ -42,6 +42,7 @@ def _rss_mb() -> float:
 
 def child(case: str, prompts: int, group: int, tokens: int) -> dict:
     import copy
+    import dataclasses
 
     import torch
 
@@ -53,7 +54,16 @@ def child(case: str, prompts: int, group: int, tokens: int) -> dict:
     from mmrlvr.config import load_config
     from mmrlvr.data.collate import encode_prompts, repeat_prompts
     from mmrlvr.models.tiny import build_tiny, tiny_config
-    from mmrlvr.train.step import update
+    try:  # the learner owns the update; older checkouts had a module-level update()
+        from mmrlvr.train.learner import Learner
+        from mmrlvr.train.step import advantages_for
+
+        def update(model, ref, optimizer, accelerator, batch, cfg, algo, suppress, seed):
+            cfg = dataclasses.replace(cfg, algo=algo)
+            learner = Learner(cfg, model, optimizer, accelerator, suppress, ref_model=ref)
+            return learner.update(batch, advantages_for(batch, cfg)[0], seed=seed)
+    except ImportError:
+        from mmrlvr.train.step import update
     from mmrlvr.types import RolloutBatch
 
     try:

@@ -18,10 +18,11 @@ from typing import Callable
 import torch
 
 from mmrlvr.algos.advantages import EstimatorContext, estimate, flatten_groups, pad_groups
-from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty, truncation_mask
+from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
+from mmrlvr.train.learner import loss_mask
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.train.temporal import temporal_contrast
 from mmrlvr.types import RolloutBatch, Sample
@@ -199,7 +200,4 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
         else:
             rewards = rewards + pad_groups(list(torch.split(shaped, sizes)))[0].nan_to_num(0.0)
     adv = flatten_groups(estimate(algo.advantage, rewards, context), sizes).reshape(-1, 1)
-    mask = batch.completion_mask.float()
-    if algo.mask_truncated:
-        mask = truncation_mask(batch.truncated, mask)
-    return adv, mask
+    return adv, loss_mask(batch, algo)

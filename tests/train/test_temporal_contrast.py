@@ -11,7 +11,7 @@ from mmrlvr.data.media import ShuffledVideo
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.step import PromptStream, collect
-from tests.train.step_helpers import run_update, with_algo
+from tests.train.step_helpers import with_algo
 from mmrlvr.verifiers.score import make_scorer
 
 EVEN = str(Path(__file__).resolve().parents[1] / "e2e" / "user_verifier.py") + ":even_length"
