@@ -9,6 +9,12 @@ s/update; `--corrections` also times `algo.rollout_correction` modes on this che
 elementwise ops on (N, T): expected ~0).
 
     OMP_NUM_THREADS=1 python benchmarks/sampler_logprobs.py --before e7be82c --corrections none token_tis
+
+On a shared, loaded machine whole-run times are noisy; `--parts` times the pieces themselves in
+one process, interleaved: the no-grad learner forward that pi_old from the sampler saves, the
+rollout-correction weights and statistics of the whole batch, and the whole `Learner.update`.
+
+    OMP_NUM_THREADS=1 python benchmarks/sampler_logprobs.py --parts --repeats 15
 """
 
 from __future__ import annotations
@@ -51,6 +57,56 @@ def one_run(preset: str, steps: int, correction: str) -> dict:
             "s_update": statistics.median(r["time/update"] for r in rows), "code": mmrlvr.__file__}
 
 
+def parts(presets: list[str], repeats: int) -> list[dict]:
+    """Median seconds of the saved forward, the correction and one update, per preset."""
+    import copy
+    import time
+
+    import torch
+    from accelerate import Accelerator
+
+    from mmrlvr.algos.losses import rollout_correction_stats, rollout_correction_weights
+    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.config import load_config
+    from mmrlvr.models.load import load_policy
+    from mmrlvr.models.tiny import build_tiny
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.tasks import load_task
+    from mmrlvr.train.learner import Learner
+    from mmrlvr.train.step import PromptStream, advantages_for, collect
+    from mmrlvr.verifiers.score import InProcessScorer
+
+    torch.set_num_threads(1)
+    model, processor = load_policy(str(build_tiny(Path(tempfile.mkdtemp()) / "tiny", seed=0)))
+    out = []
+    for preset in presets:
+        over = [a for a in ARGS if a.startswith(("rollout.", "rewards="))] + [f"algo.algorithm={preset}"]
+        cfg = resolve_config(load_config(ROOT / "configs/quickstart.yaml", over))
+        engine = HFRolloutEngine(model, processor)
+        batch = collect(engine, PromptStream(load_task("counting", "train", 64, 0), 0), InProcessScorer(), cfg, seed=1)
+        adv, mask = advantages_for(batch, cfg)
+        times: dict = {"forward": [], "correction": [], "update": []}
+        for _ in range(repeats):
+            policy = copy.deepcopy(model).train()
+            opt = torch.optim.AdamW(policy.parameters(), lr=1e-4)
+            learner = Learner(cfg, policy, opt, Accelerator(cpu=True), engine.suppress_ids)
+            torch.set_num_threads(1)
+            t0 = time.perf_counter()
+            old = learner.logprobs(batch, learner.micro(adv.shape[0]))  # what the sampler's log-probs replace
+            t1 = time.perf_counter()
+            w = rollout_correction_weights(old, batch.sampler_logprobs, mask, "token_tis", 2.0)
+            rollout_correction_stats(old, batch.sampler_logprobs, mask, w, "token_tis", 2.0)
+            t2 = time.perf_counter()
+            learner.update(batch, adv, seed=0)
+            t3 = time.perf_counter()
+            for k, v in zip(times, (t1 - t0, t2 - t1, t3 - t2)):
+                times[k].append(v)
+        row = {"preset": preset, "rows": int(adv.shape[0]), **{f"{k}_s": statistics.median(v) for k, v in times.items()}}
+        out.append(row)
+        print(json.dumps(row), flush=True)
+    return out
+
+
 def _spawn(code_dir: Path, preset: str, steps: int, correction: str) -> dict:
     """One run in a fresh process importing mmrlvr from `code_dir`."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(code_dir)}
@@ -70,10 +126,19 @@ def main() -> None:
     p.add_argument("--corrections", nargs="*", default=[], help="rollout_correction modes to time here")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--parts", action="store_true", help="time the saved forward, the correction and the update")
     p.add_argument("--one", nargs=3, metavar=("PRESET", "CORRECTION", "STEPS"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         print(json.dumps(one_run(args.one[0], int(args.one[2]), args.one[1])))
+        return
+    if args.parts:
+        rows = parts(args.presets, args.repeats)
+        (ROOT / "benchmarks/results/sampler_logprobs_parts.json").write_text(json.dumps(rows, indent=1) + "\n")
+        print("| preset | rows | saved no-grad forward (s) | token_tis weights + stats (s) | Learner.update (s) |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['preset']} | {r['rows']} | {r['forward_s']:.4f} | {r['correction_s']:.5f} | {r['update_s']:.3f} |")
         return
     variants = [("after", ROOT, c) for c in (args.corrections or ["(default)"])]
     tmp = tempfile.mkdtemp()

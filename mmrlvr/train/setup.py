@@ -217,14 +217,14 @@ def task_args(cfg: Config) -> dict:
     (a build function with an `eval_size` parameter): one size drives both, so a larger eval set
     can never leak into training. A build function with a `model_type` parameter (grounding) gets
     the model's `config.model_type`, which picks its coordinate convention."""
-    import importlib
     import inspect
 
+    from mmrlvr.tasks import task_module
+
     args = dict(cfg.task.args)
-    module_name = cfg.task.name if "." in cfg.task.name else f"mmrlvr.tasks.{cfg.task.name}"
     try:
-        build = importlib.import_module(module_name).build
-    except (ModuleNotFoundError, AttributeError):
+        build = task_module(cfg.task.name).build
+    except (KeyError, AttributeError):
         return args  # load_task reports the unknown task
     if "eval_size" in inspect.signature(build).parameters:
         if args.get("eval_size", cfg.task.eval_size) != cfg.task.eval_size:
