@@ -64,6 +64,8 @@ class RolloutBatch:
     metrics: dict  # rollout/..., reward/..., time/... of this step
     sampler_logprobs: "torch.Tensor | None" = None  # (N, T) what the sampler drew each token with, 0 on padding
     group_sizes: list | None = None  # B sizes when groups differ; None: rectangular (every group G)
+    scored: list | None = None  # (sample id, [G rewards, NaN unscorable]) of every group scored this
+    # step, trained on or not (dynamic sampling drops some): what prompt sources and statistics learn from
 
     @property
     def sample_ids(self) -> list[str]:

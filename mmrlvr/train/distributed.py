@@ -92,6 +92,15 @@ def reduce_metrics(metrics: dict) -> dict:
 SUMMED = {"rollout/dropped_groups", "data/bad_media"}
 
 
+def gather_lists(items: list) -> list:
+    """Every rank's list, concatenated in rank order (the list itself in one process)."""
+    if rank_world()[1] == 1:
+        return list(items)
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, list(items))
+    return [x for part in gathered for x in part]
+
+
 def all_sum_dict(values: dict) -> dict:
     """Sum named numbers over ranks; a name missing on a rank counts as 0 there."""
     if rank_world()[1] == 1:

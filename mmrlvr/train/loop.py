@@ -12,14 +12,14 @@ from pathlib import Path
 
 import torch
 
-from mmrlvr.algos.advantages import EstimatorContext
+from mmrlvr.algos.advantages import EstimatorContext, pad_groups
 from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import Config, save_config
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
-from mmrlvr.train.distributed import barrier, reduce_metrics
+from mmrlvr.train.distributed import barrier, gather_lists, reduce_metrics
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
@@ -150,10 +150,13 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     batch = collect(engine, source, scorer, cfg, seed=cfg.seed * 100_003 + step, step=step)
     log_step = step % cfg.train.log_every == 0 or step == 1
     # 4. advantages (stateful estimators read the per-prompt statistics before this step's
-    # rewards), then the statistics and the source learn what was scored
+    # rewards), then the statistics and the source learn every group scored (all ranks', also
+    # the groups dynamic sampling dropped)
     adv, _ = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
-    state.prompt_stats.update(step, batch.sample_ids, batch.rewards)
-    source.feedback(step, batch.sample_ids, batch.rewards)
+    scored = gather_lists(batch.scored or list(zip(batch.sample_ids, batch.rewards.tolist())))
+    ids, rows = [i for i, _ in scored], [r for _, r in scored]
+    state.prompt_stats.update(step, ids, rows)
+    source.feedback(step, ids, pad_groups([torch.tensor(r) for r in rows])[0] if rows else torch.zeros(0, 0))
     # per-token weights (perception / reasoning signals), once for the whole batch; no-grad
     # forwards of the unwrapped policy: through the DDP wrapper each forward would also broadcast
     # buffers, a collective that hangs when only rank 0 runs diagnostics

@@ -116,6 +116,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     b = local_prompts(cfg.rollout.prompts_per_step, rank_world()[1])
     collector = GroupCollector(b, filter_groups=False)  # the strategies decide what is kept
     metrics: dict = {}
+    scored: list = []
     t_gen = t_score = 0.0
     n_tokens = 0
     while True:
@@ -132,12 +133,14 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
             metrics.update(rnd.metrics)
             metrics["rollout/mixed_group_frac"] = informative_groups(rnd.rewards).float().mean().item()
         collector.add_round(rnd.keep, _groups(rnd))
+        scored += [(s.id, r) for s, r in zip(rnd.prompts, rnd.rewards.tolist())]
         all_done = all_reduce([0.0 if collector.done else 1.0], "max")[0] == 0
         if all_done or collector.rounds >= max(1, cfg.algo.max_rounds):
             break
     whole = collector.rounds == 1 and not cfg.algo.dynamic_sampling and bool(rnd.keep.all())
     batch = _rectangular_batch(rnd) if whole else _batch(collector.batch(), engine)
     batch.metrics.update(metrics)
+    batch.scored = scored
     batch.metrics.update({
         "rollout/rounds": collector.rounds,
         "rollout/dropped_groups": len(collector.dropped),
