@@ -1,4 +1,4 @@
-"""Memory and start-up time of a large Parquet task with embedded images (issue 15's target).
+"""Memory and start-up time of a large Parquet task with embedded images.
 
 Writes a Geometry3K-style Parquet file (`images`: a list with one 224x224 JPEG dict, `problem`
 with `<image>`, `answer`) of N rows, then, in a fresh process: loads the tiny model, builds the

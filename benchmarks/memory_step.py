@@ -7,7 +7,7 @@ the training forward/backward) runs on a fixed rollout batch of counting prompts
 completions; a sampling thread reads the process's resident memory (VmRSS) every 2 ms and the
 table reports the peak above the resident memory just before the update. Each measurement is
 its own process. "before" imports mmrlvr from a temporary `git worktree` of `--before` (default:
-the commit before issue 8's changes).
+the commit before the multi-update presets and micro-batched no-grad forwards).
 
     python benchmarks/memory_step.py --before 4a794bc
 """

@@ -1,4 +1,4 @@
-"""Video decoding (issue 9): `load_video`, the `VideoRef` a Sample holds, and the frame shuffle of
+"""Video decoding: `load_video`, the `VideoRef` a Sample holds, and the frame shuffle of
 temporal contrast.
 
 Frames are decoded when a batch is encoded (`decode_video`), never when a dataset is built.
