@@ -183,9 +183,21 @@ def _check_rewards(cfg: Config) -> Iterable[str]:
             yield _line(f"rewards[{i}].weight", term.weight, "expected a finite number")
 
 
+def tracker_problem(name: str) -> str | None:
+    """Why `name` cannot be an accelerate tracker here (unknown, or its package missing), else None."""
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+    from accelerate.utils import is_mlflow_available, is_trackio_available, is_wandb_available
+
+    if name not in LOGGER_TYPE_TO_CLASS:
+        return f"an accelerate tracker; known: {', '.join(sorted(LOGGER_TYPE_TO_CLASS))}"
+    available = {"wandb": is_wandb_available, "mlflow": is_mlflow_available, "trackio": is_trackio_available}
+    if name in available and not bool(available[name]()):
+        return f"an installed tracker (pip install {name})"
+    return None
+
+
 def _check_eval_and_trackers(cfg: Config) -> Iterable[str]:
     """eval.verifiers resolve like reward terms; each train.log_with tracker exists and is installed."""
-    from mmrlvr.train.setup import tracker_problem
     from mmrlvr.verifiers.base import resolve_verifier
 
     for i, spec in enumerate(cfg.eval.verifiers):
