@@ -42,6 +42,10 @@ class Round:
     metrics: dict
     index: int  # 0 for the first round of the step
     gen_s: float = 0.0  # seconds spent generating (the rest of the round is scoring)
+    extra_groups: list = dataclasses.field(default_factory=list)
+    """Groups a strategy adds beyond the engine's (a demonstration, a hinted prompt), each
+    (prompt, completions, rewards (G_b,), verdicts, per-completion sampler log-probs or None);
+    their sizes may differ from G. They are kept (trained on) after the round's own groups."""
 
 
 @dataclasses.dataclass
@@ -117,6 +121,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     collector = GroupCollector(b, filter_groups=False)  # the strategies decide what is kept
     metrics: dict = {}
     scored: list = []
+    extras: list = []  # strategies' own groups, trained on after the collected ones
     t_gen = t_score = 0.0
     n_tokens = 0
     while True:
@@ -133,12 +138,14 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
             metrics.update(rnd.metrics)
             metrics["rollout/mixed_group_frac"] = informative_groups(rnd.rewards).float().mean().item()
         collector.add_round(rnd.keep, _groups(rnd))
+        extras += rnd.extra_groups
         scored += [(s.id, r) for s, r in zip(rnd.prompts, rnd.rewards.tolist())]
+        scored += [(grp[0].id, grp[2].tolist()) for grp in rnd.extra_groups]
         all_done = all_reduce([0.0 if collector.done else 1.0], "max")[0] == 0
         if all_done or collector.rounds >= max(1, cfg.algo.max_rounds):
             break
-    whole = collector.rounds == 1 and not cfg.algo.dynamic_sampling and bool(rnd.keep.all())
-    batch = _rectangular_batch(rnd) if whole else _batch(collector.batch(), engine)
+    whole = collector.rounds == 1 and not cfg.algo.dynamic_sampling and bool(rnd.keep.all()) and not extras
+    batch = _rectangular_batch(rnd) if whole else _batch(collector.batch() + extras, engine)
     batch.metrics.update(metrics)
     batch.scored = scored
     batch.metrics.update({
