@@ -1,4 +1,4 @@
-"""Memory and start-up time of a large Parquet task with embedded images (issue 15's target).
+"""Memory and start-up time of a large Parquet task with embedded images.
 
 Writes a Geometry3K-style Parquet file (`images`: a list with one 224x224 JPEG dict, `problem`
 with `<image>`, `answer`) of N rows, then, in a fresh process: loads the tiny model, builds the
@@ -74,7 +74,10 @@ def measure(path: str, rows: int, cache_dir: str) -> dict:
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.tasks import load_task
-    from mmrlvr.train.step import PromptStream, collect, update
+    import dataclasses
+
+    from mmrlvr.train.learner import Learner
+    from mmrlvr.train.step import PromptStream, advantages_for, collect
     from mmrlvr.verifiers.score import make_scorer
 
     cfg = load_config(None, ["task.name=geometry", "rollout.prompts_per_step=8", "rollout.group_size=4",
@@ -85,7 +88,7 @@ def measure(path: str, rows: int, cache_dir: str) -> dict:
     samples = load_task("geometry", "train", rows, 0, data=path, holdout_frac=0.0, cache_dir=cache_dir)
     t_built = time.perf_counter()
     rss_after = rss_mb()
-    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, cfg.rollout.max_new_tokens, cfg.rollout.engine))
     engine = HFRolloutEngine(model, processor)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -94,8 +97,8 @@ def measure(path: str, rows: int, cache_dir: str) -> dict:
     accelerator = Accelerator(cpu=True)
     stream = MediaStream(PromptStream(samples, 0), 0.01)
     t_start = time.perf_counter()
-    batch = collect(engine, stream, scorer, cfg, algo, seed=1)
-    update(model, None, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=1)
+    batch = collect(engine, stream, scorer, cfg, seed=1)
+    Learner(cfg, model, optimizer, accelerator, engine.suppress_ids).update(batch, advantages_for(batch, cfg)[0], seed=1)
     t_end = time.perf_counter()
     stream.close()
     return {

@@ -7,7 +7,7 @@ the training forward/backward) runs on a fixed rollout batch of counting prompts
 completions; a sampling thread reads the process's resident memory (VmRSS) every 2 ms and the
 table reports the peak above the resident memory just before the update. Each measurement is
 its own process. "before" imports mmrlvr from a temporary `git worktree` of `--before` (default:
-the commit before issue 8's changes).
+the commit before the multi-update presets and micro-batched no-grad forwards).
 
     python benchmarks/memory_step.py --before 4a794bc
 """
@@ -42,6 +42,7 @@ def _rss_mb() -> float:
 
 def child(case: str, prompts: int, group: int, tokens: int) -> dict:
     import copy
+    import dataclasses
 
     import torch
 
@@ -53,7 +54,16 @@ def child(case: str, prompts: int, group: int, tokens: int) -> dict:
     from mmrlvr.config import load_config
     from mmrlvr.data.collate import encode_prompts, repeat_prompts
     from mmrlvr.models.tiny import build_tiny, tiny_config
-    from mmrlvr.train.step import update
+    try:  # the learner owns the update; older checkouts had a module-level update()
+        from mmrlvr.train.learner import Learner
+        from mmrlvr.train.step import advantages_for
+
+        def update(model, ref, optimizer, accelerator, batch, cfg, algo, suppress, seed):
+            cfg = dataclasses.replace(cfg, algo=algo)
+            learner = Learner(cfg, model, optimizer, accelerator, suppress, ref_model=ref)
+            return learner.update(batch, advantages_for(batch, cfg)[0], seed=seed)
+    except ImportError:
+        from mmrlvr.train.step import update
     from mmrlvr.types import RolloutBatch
 
     try:

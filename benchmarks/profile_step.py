@@ -33,14 +33,17 @@ def main() -> int:
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.train.setup import set_threads_and_seed
-    from mmrlvr.train.step import PromptStream, collect, update
+    import dataclasses
+
+    from mmrlvr.train.learner import Learner
+    from mmrlvr.train.step import PromptStream, advantages_for, collect
     from mmrlvr.verifiers.score import make_scorer
     from mmrlvr.tasks import load_task
 
     warm = warm_start_dir(Path(args.work))
     cfg = load_config("configs/quickstart.yaml", [f"warm_start.checkpoint={warm}"])
     accelerator = set_threads_and_seed(cfg)
-    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, cfg.rollout.max_new_tokens, cfg.rollout.engine))
     model, processor = load_policy(str(warm))
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
     engine = HFRolloutEngine(model, processor)
@@ -52,19 +55,20 @@ def main() -> int:
 
         t0 = time.perf_counter()
         model.eval()
-        batch = collect(engine, stream, scorer, cfg, algo, seed=step)
+        batch = collect(engine, stream, scorer, cfg, seed=step)
         model.train()
         t1 = time.perf_counter()
-        stats = update(model, None, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=step)
+        learner = Learner(cfg, model, optimizer, accelerator, engine.suppress_ids)
+        stats = learner.update(batch, advantages_for(batch, cfg)[0], seed=step)
         t2 = time.perf_counter()
         if step:
             phases.append({"rollout": batch.metrics["time/rollout"], "score": batch.metrics["time/score"],
                            "update": t2 - t1, "step": t2 - t0, "updated_frac": stats["actor/updated_seqs_frac"]})
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         model.eval()
-        batch = collect(engine, stream, scorer, cfg, algo, seed=99)
+        batch = collect(engine, stream, scorer, cfg, seed=99)
         model.train()
-        update(model, None, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=99)
+        learner.update(batch, advantages_for(batch, cfg)[0], seed=99)
     scorer.close()
     med = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
     rows = [{"phase": k, "seconds": med[k], "share": med[k] / med["step"]} for k in ("rollout", "score", "update")]

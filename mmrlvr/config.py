@@ -146,6 +146,14 @@ class AlgoConfig:
     """Optimizer steps per epoch (the batch is split into this many mini-batches)."""
     grad_accum: int | None = None
     """Micro-batches per mini-batch whose gradients are summed before one optimizer step."""
+    rollout_correction: str | None = None
+    """How the policy loss corrects the sampler/learner gap: none, token_tis, token_mis, seq_tis or
+    seq_mis (truncated or masked importance weights pi_old / pi_sampler per token or per sequence;
+    mmrlvr.algos.losses.rollout_correction_weights). Default: token_tis with rollout.engine=vllm,
+    none with hf (the sampler is the learner)."""
+    rollout_correction_cap: float = 2.0
+    """Cap of the correction's importance ratio (tis: weights truncated at it; mis: tokens or
+    sequences above it masked out). Must be > 0."""
 
 
 @dataclass

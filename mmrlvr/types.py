@@ -1,6 +1,10 @@
 """Records that flow through one RL step.
 
 Shape letters: B prompts, G completions per prompt, N = B * G sequences, T completion tokens.
+Groups may differ in size (a replayed or hinted prompt may bring another G): then rewards are
+(B, G_max) padded with NaN after each group's `group_sizes[b]` members, and the (N, ...) row
+tensors hold only the real completions, group after group (N = sum of group_sizes). NaN inside
+a group's first `group_sizes[b]` entries still means "unscorable".
 """
 
 from __future__ import annotations
@@ -58,3 +62,18 @@ class RolloutBatch:
     texts: list  # N completion texts
     verdicts: list  # N verdicts (of the first reward term)
     metrics: dict  # rollout/..., reward/..., time/... of this step
+    sampler_logprobs: "torch.Tensor | None" = None  # (N, T) what the sampler drew each token with, 0 on padding
+    group_sizes: list | None = None  # B sizes when groups differ; None: rectangular (every group G)
+    scored: list | None = None  # (sample id, [G rewards, NaN unscorable]) of every group scored this
+    # step, trained on or not (dynamic sampling drops some): what prompt sources and statistics learn from
+
+    @property
+    def sample_ids(self) -> list[str]:
+        """The B prompts' ids, in group order (what prompt sources and per-prompt statistics key on)."""
+        return [s.id for s in self.samples]
+
+    def sizes(self) -> list[int]:
+        """Each group's number of completions."""
+        if self.group_sizes is not None:
+            return list(self.group_sizes)
+        return [self.rewards.shape[1]] * self.rewards.shape[0]

@@ -107,6 +107,7 @@ RULES: list[Rule] = [
     Rule("algo.ppo_epochs", at_least(1), "an integer >= 1"),
     Rule("algo.mini_batches", at_least(1), "an integer >= 1"),
     Rule("algo.grad_accum", at_least(1), "an integer >= 1"),
+    Rule("algo.rollout_correction_cap", above(0), "a finite number > 0"),
     *[Rule(f"token_weighting.{k}", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]")
       for k in ("top_frac", "perception_frac", "reasoning_frac", "vppo_top_frac")],
     Rule("token_weighting.corrupt_prob", lambda v: _num(v) and 0 <= v <= 1, "a probability in [0, 1]"),
@@ -152,13 +153,14 @@ def _check_rules(cfg: Config) -> Iterable[str]:
 def _check_algo(cfg: Config) -> Iterable[str]:
     """Preset name, then the fields the preset fills (so a bad preset value is named too)."""
     from mmrlvr.algos.advantages import ADVANTAGES
-    from mmrlvr.algos.losses import AGGREGATIONS, KL_KINDS
+    from mmrlvr.algos.losses import AGGREGATIONS, KL_KINDS, ROLLOUT_CORRECTIONS
     from mmrlvr.algos.presets import PRESETS
 
     if cfg.algo.algorithm not in PRESETS:
         yield _line("algo.algorithm", cfg.algo.algorithm, f"one of {', '.join(sorted(PRESETS))}")
         return
-    named = [("advantage", ADVANTAGES.names()), ("kl_kind", KL_KINDS), ("aggregation", AGGREGATIONS)]
+    named = [("advantage", ADVANTAGES.names()), ("kl_kind", KL_KINDS), ("aggregation", AGGREGATIONS),
+             ("rollout_correction", ROLLOUT_CORRECTIONS)]
     for field, known in named:
         value = getattr(cfg.algo, field)
         if value is not None and value not in known:
@@ -193,9 +195,21 @@ def _check_rewards(cfg: Config) -> Iterable[str]:
             yield _line(f"rewards[{i}].weight", term.weight, "expected a finite number")
 
 
+def tracker_problem(name: str) -> str | None:
+    """Why `name` cannot be an accelerate tracker here (unknown, or its package missing), else None."""
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
+    from accelerate.utils import is_mlflow_available, is_trackio_available, is_wandb_available
+
+    if name not in LOGGER_TYPE_TO_CLASS:
+        return f"an accelerate tracker; known: {', '.join(sorted(LOGGER_TYPE_TO_CLASS))}"
+    available = {"wandb": is_wandb_available, "mlflow": is_mlflow_available, "trackio": is_trackio_available}
+    if name in available and not bool(available[name]()):
+        return f"an installed tracker (pip install {name})"
+    return None
+
+
 def _check_eval_and_trackers(cfg: Config) -> Iterable[str]:
     """eval.verifiers resolve like reward terms; each train.log_with tracker exists and is installed."""
-    from mmrlvr.train.setup import tracker_problem
     from mmrlvr.verifiers.base import resolve_verifier
 
     for i, spec in enumerate(cfg.eval.verifiers):

@@ -1,4 +1,4 @@
-"""Item 8: every bad setting is one `mmrlvr: error:` line (key, value, what is allowed), exit 2,
+"""Every bad setting is one `mmrlvr: error:` line (key, value, what is allowed), exit 2,
 before the model loads; and a good config passes untouched."""
 
 import pytest

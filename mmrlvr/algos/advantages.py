@@ -128,3 +128,45 @@ def dbb(rewards: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, lam: flo
     if scale == "std":
         adv = adv / ((p * (1 - p)).sqrt() + eps)
     return torch.where(valid, adv, torch.zeros_like(adv)), alpha_new, beta_new
+
+
+def pad_groups(groups: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
+    """Groups of unequal size, each (G_b,) -> ((B, G_max) rewards NaN-padded, [G_b]).
+
+    Every estimator leaves NaN out of its statistics, so padding changes nothing for the real
+    members: rectangular groups give the numbers they always gave."""
+    sizes = [int(g.numel()) for g in groups]
+    out = torch.full((len(groups), max(sizes, default=0)), float("nan"))
+    for b, g in enumerate(groups):
+        out[b, : sizes[b]] = g
+    return out, sizes
+
+
+def flatten_groups(values: torch.Tensor, sizes: list[int] | None = None) -> torch.Tensor:
+    """(B, G_max) per-completion values -> (N,) for the batch's rows (each group's first G_b)."""
+    if sizes is None or all(s == values.shape[1] for s in sizes):
+        return values.reshape(-1)
+    keep = torch.arange(values.shape[1]).unsqueeze(0) < torch.tensor(sizes).unsqueeze(1)
+    return values[keep]
+
+
+class EstimatorContext:
+    """What a stateful estimator may read besides the rewards: the prompts' ids (one per row of
+    the rewards), the step, and the per-prompt statistics of the run (`mmrlvr.data.sources.PromptStats`,
+    before this step's rewards are added)."""
+
+    def __init__(self, sample_ids: list[str], step: int, prompt_stats=None):
+        self.sample_ids, self.step, self.prompt_stats = sample_ids, step, prompt_stats
+
+
+def stateful(fn):
+    """Mark an estimator as reading an `EstimatorContext`: it is called as fn(rewards, context)."""
+    fn.uses_context = True
+    return fn
+
+
+def estimate(name: str, rewards: torch.Tensor, context: EstimatorContext | None = None) -> torch.Tensor:
+    """(B, G) rewards -> (B, G) advantages by the registered estimator `name`; a stateful one
+    (see `stateful`) also gets the context."""
+    fn = ADVANTAGES.get(name)
+    return fn(rewards, context) if getattr(fn, "uses_context", False) else fn(rewards)

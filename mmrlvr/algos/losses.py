@@ -6,6 +6,8 @@ detached tensors (no `.item()`, so no device sync inside the loss).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -74,11 +76,13 @@ def policy_loss(
     aggregation: str = "token-mean",
     norm_length: float | None = None,
     denominator: float | torch.Tensor | None = None,
+    correction: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO clipped surrogate with asymmetric clipping (DAPO clip-higher when clip_high > clip_low).
 
     logprobs, old_logprobs, mask: (N, T); advantages: (N, T) or (N, 1).
     loss_t = max(-A r_t, -A clip(r_t, 1 - clip_low, 1 + clip_high)), then aggregated.
+    `correction` (N, T), detached: rollout-correction weights multiplying loss_t (None: 1).
     """
     mask_f = mask.to(logprobs.dtype)
     log_ratio = _ratio_log(logprobs, old_logprobs, mask, importance_level)
@@ -87,6 +91,8 @@ def policy_loss(
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    if correction is not None:
+        per_token = per_token * correction.to(per_token.dtype)
     loss = aggregate(per_token, mask_f, aggregation, norm_length, denominator)
     with torch.no_grad():
         r = ratio.detach()
@@ -131,3 +137,59 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = "
         neg = (-diff).clamp(-20.0, 20.0)
         return (torch.exp(neg) - neg - 1.0).clamp(-10.0, 10.0)
     raise ValueError(f"unknown KL kind {kind!r}; known: {', '.join(KL_KINDS)}")
+
+
+ROLLOUT_CORRECTIONS = ("none", "token_tis", "token_mis", "seq_tis", "seq_mis")
+"""How the policy loss corrects for the sampler not being the learner (vLLM's bf16 kernels,
+another attention, other reductions): truncated (tis) or masked (mis) importance weights
+pi_old / pi_sampler per token or per sequence, as TRL, verl (`rollout_is`) and NeMo RL do."""
+
+
+@torch.no_grad()
+def rollout_correction_weights(
+    old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, mode: str, cap: float
+) -> torch.Tensor:
+    """(N, T) detached float weights that multiply the per-token policy loss; 0 on padding.
+
+    old_logprobs: the learner's log-probs of the sampled tokens before the update (pi_old);
+    sampler_logprobs: what the sampler drew them with; mask: (N, T) 1 on valid tokens.
+      token_tis: min(exp(old - sampler), cap) per token;  token_mis: 1 where exp(old - sampler) <= cap, else 0;
+      seq_tis:   min(exp(sum_t (old - sampler)), cap) on every valid token of the sequence;
+      seq_mis:   1 or 0 by the same sequence ratio;      none: the mask.
+    """
+    m = mask.to(old_logprobs.dtype)
+    if mode == "none":
+        return m.clone()
+    log_r = (old_logprobs - sampler_logprobs) * m  # padding contributes log 1
+    if mode.startswith("seq_"):
+        log_r = log_r.sum(dim=1, keepdim=True).expand_as(m)
+    elif not mode.startswith("token_"):
+        raise ValueError(f"unknown rollout correction {mode!r}; known: {', '.join(ROLLOUT_CORRECTIONS)}")
+    ratio = torch.exp(log_r.clamp(max=80.0))  # exp(80) ~ 5e34: far above any cap, still finite in fp32
+    if mode.endswith("_tis"):
+        return ratio.clamp(max=cap) * m
+    if mode.endswith("_mis"):
+        return (ratio <= cap).to(m.dtype) * m
+    raise ValueError(f"unknown rollout correction {mode!r}; known: {', '.join(ROLLOUT_CORRECTIONS)}")
+
+
+@torch.no_grad()
+def rollout_correction_stats(
+    old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor,
+    mode: str, cap: float,
+) -> dict[str, torch.Tensor]:
+    """Per-token means over valid tokens of how far sampler and learner drift (sampler -> learner):
+    kl_k1 = E_sampler[log sampler - log old], kl_k3 = E_sampler[r - 1 - log r] with r = old / sampler,
+    the mean weight, the fraction of tokens whose ratio exceeded the cap, and both mean negative
+    log-likelihoods (exp of them are the perplexities)."""
+    m = mask.to(old_logprobs.dtype)
+    d = (old_logprobs - sampler_logprobs) * m
+    log_r = d.sum(dim=1, keepdim=True).expand_as(m) if mode.startswith("seq_") else d
+    return {
+        "kl_k1": masked_mean(-d, m),
+        "kl_k3": masked_mean(torch.expm1(d.clamp(-20, 20)) - d, m),
+        "weight_mean": masked_mean(weights, m),
+        "capped_frac": masked_mean((log_r > math.log(cap)).to(m.dtype), m),
+        "nll_learner": masked_mean(-old_logprobs, m),
+        "nll_sampler": masked_mean(-sampler_logprobs, m),
+    }

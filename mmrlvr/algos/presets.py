@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mmrlvr.algos.losses import KL_KINDS, LOSS_KL_KINDS
+from mmrlvr.algos.losses import KL_KINDS, LOSS_KL_KINDS, ROLLOUT_CORRECTIONS
 from mmrlvr.config import AlgoConfig
 
 _BASE = dict(
@@ -34,8 +34,9 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def resolve_algo(cfg: AlgoConfig, max_new_tokens: int) -> AlgoConfig:
-    """Fill unset fields from the preset; fields the user set always win."""
+def resolve_algo(cfg: AlgoConfig, max_new_tokens: int, engine: str = "hf") -> AlgoConfig:
+    """Fill unset fields from the preset; fields the user set always win. The rollout correction
+    defaults by `engine`: token_tis for vllm (its kernels are not the learner's), none for hf."""
     if cfg.algorithm not in PRESETS:
         raise KeyError(f"unknown algorithm {cfg.algorithm!r}; known: {', '.join(sorted(PRESETS))}")
     defaults = {**_BASE, **PRESETS[cfg.algorithm]}
@@ -47,8 +48,18 @@ def resolve_algo(cfg: AlgoConfig, max_new_tokens: int) -> AlgoConfig:
         values["overlong_buffer"] = max(1, max_new_tokens // 5)
     if values["norm_length"] is None and values["aggregation"] == "seq-mean-token-sum-norm":
         values["norm_length"] = max_new_tokens
+    if values["rollout_correction"] is None:
+        values["rollout_correction"] = "token_tis" if engine == "vllm" else "none"
     _check_kl(values["kl_kind"], values["kl_coef"])
+    _check_correction(values["rollout_correction"], values["rollout_correction_cap"])
     return AlgoConfig(**values)
+
+
+def _check_correction(mode: str, cap) -> None:
+    if mode not in ROLLOUT_CORRECTIONS:
+        raise ValueError(f"algo.rollout_correction {mode!r} unknown; known: {', '.join(ROLLOUT_CORRECTIONS)}")
+    if not isinstance(cap, (int, float)) or isinstance(cap, bool) or not cap > 0 or cap != cap or cap == float("inf"):
+        raise ValueError(f"algo.rollout_correction_cap={cap!r}: expected a finite number > 0")
 
 
 def _check_kl(kind: str, coef: float) -> None:
@@ -60,3 +71,11 @@ def _check_kl(kind: str, coef: float) -> None:
             "as a loss term, so it would regularise nothing; use k3 (gradient of KL(ref || policy), "
             "GRPO's choice) or k2 (gradient of KL(policy || ref))"
         )
+
+
+def resolve_config(cfg):
+    """The one config a run reads: the preset filled into `algo` (rollout correction defaulted by
+    the engine) and eval.max_new_tokens written out, so the saved file reruns this run."""
+    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens, cfg.rollout.engine)
+    eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
+    return dataclasses.replace(cfg, algo=algo, eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))

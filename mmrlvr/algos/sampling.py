@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import torch
 
+from mmrlvr.algos.advantages import flat_groups
 
-def informative_groups(rewards: torch.Tensor, atol: float = 1e-6) -> torch.Tensor:
-    """(B, G) rewards -> (B,) bool: the group's scorable rewards are not all equal.
+
+def informative_groups(rewards: torch.Tensor) -> torch.Tensor:
+    """(B, G) rewards -> (B,) bool: not a flat group (`mmrlvr.algos.advantages.flat_groups`, the
+    one definition: fewer than 2 scorable rewards, or all exactly equal, which is exactly when
+    every estimator gives the group zero advantage).
 
     A group where every completion scores the same has zero GRPO advantage everywhere, so it only
     costs compute; DAPO's dynamic sampling drops such groups and samples more.
     """
-    valid = ~torch.isnan(rewards)
-    hi = torch.where(valid, rewards, torch.full_like(rewards, -float("inf"))).max(dim=1).values
-    lo = torch.where(valid, rewards, torch.full_like(rewards, float("inf"))).min(dim=1).values
-    return (valid.sum(dim=1) >= 2) & ((hi - lo) > atol)
+    return ~flat_groups(rewards).squeeze(1)
 
 
 def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, factor: float = 1.0) -> torch.Tensor:
@@ -50,8 +51,12 @@ class GroupCollector:
         self.rounds = 0
 
     def add(self, rewards: torch.Tensor, groups: list) -> None:
-        self.rounds += 1
         keep = informative_groups(rewards) if self.filter_groups else torch.ones(len(groups), dtype=torch.bool)
+        self.add_round(keep, groups)
+
+    def add_round(self, keep: torch.Tensor, groups: list) -> None:
+        """One round's groups with the (B,) decision, made elsewhere, of which to keep."""
+        self.rounds += 1
         for k, g in zip(keep.tolist(), groups):
             (self.kept if k else self.dropped).append(g)
 

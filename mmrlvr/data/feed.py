@@ -66,8 +66,10 @@ def decode_samples(samples: Sequence[Sample], video_limits: dict | None = None) 
 class MediaStream:
     """A prompt stream whose batches arrive decoded, with bad-media samples dropped.
 
-    `pos` is the wrapped stream's position (saved in checkpoints); `pop_bad()` returns and resets
-    the number of samples dropped since the last call (the step's `data/bad_media`).
+    It is itself a prompt source (`mmrlvr.data.sources.PromptSource`): feedback and state go to
+    the wrapped source. The next batch is decoded ahead only for a source whose order feedback
+    cannot change (`prefetchable`, e.g. `SeededStream`). `pop_bad()` returns and resets the number
+    of samples dropped since the last call (the step's `data/bad_media`).
     """
 
     def __init__(self, stream, max_bad_frac: float = 0.01, prefetch: bool = True, processor=None):
@@ -84,22 +86,32 @@ class MediaStream:
     def pos(self) -> int:
         return self.stream.pos
 
-    def take(self, n: int) -> list[Sample]:
+    def feedback(self, step: int, sample_ids: list[str], rewards) -> None:
+        self.stream.feedback(step, sample_ids, rewards)
+
+    def state_dict(self) -> dict:
+        return self.stream.state_dict()
+
+    def load_state_dict(self, d: dict) -> None:
+        self._ahead = None
+        self.stream.load_state_dict(d)
+
+    def take(self, n: int, step: int = 0) -> list[Sample]:
         """The next n samples decoded, minus bad ones (at least one sample unless it raises)."""
         good: list[Sample] = []
         while not good:
-            good = self._take_once(n)
+            good = self._take_once(n, step)
         return good
 
-    def _take_once(self, n: int) -> list[Sample]:
+    def _take_once(self, n: int, step: int) -> list[Sample]:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead[:2] == (self.stream.pos, n):
             good, bad = ahead[2].result()
-            self.stream.take(n)  # advance exactly as far as the prefetch looked
+            self.stream.take(n, step)  # advance exactly as far as the prefetch looked
         else:
-            good, bad = decode_samples(self.stream.take(n), self.video_limits)
-        if self._pool is not None:  # decode the next batch while this one is used
-            nxt = copy.copy(self.stream).take(n)
+            good, bad = decode_samples(self.stream.take(n, step), self.video_limits)
+        if self._pool is not None and getattr(self.stream, "prefetchable", False):
+            nxt = copy.copy(self.stream).take(n, step)  # decode the next batch while this one is used
             self._ahead = (self.stream.pos, n, self._pool.submit(decode_samples, nxt, self.video_limits))
         self._count(n, bad)
         return good

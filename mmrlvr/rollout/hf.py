@@ -10,7 +10,7 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import encode_prompts, model_kwargs
-from mmrlvr.train.distributed import synced_generation
+from mmrlvr.models.wrapping import base_model, params_sharded
 from mmrlvr.types import Completion, Sample
 
 VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
@@ -100,16 +100,25 @@ def sampling_config(sampling, *, group_size: int, max_new_tokens: int, stop_ids:
                             top_p=sampling.top_p, **kw)
 
 
-def _inner(model):
-    model = getattr(model, "module", model)  # DDP
-    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+def synced_generation(model) -> bool:
+    """Must `generate` keep stepping until every rank is done (`synced_gpus`)? With sharded
+    parameters each decoding step is a collective, so a rank whose sequences all stopped early
+    would leave the others waiting in the all-gather. transformers turns this on by itself only
+    for modules it marks as FSDP-managed, which accelerate's FSDP2 preparation does not do."""
+    return _world_size() > 1 and params_sharded(model)
+
+
+def _world_size() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 @contextlib.contextmanager
 def _only(model, generation_config):
     """Make `generate` see `generation_config` and not the checkpoint's: transformers fills every
     field left unset from `model.generation_config`, so that one is swapped for the call."""
-    inner = _inner(model)
+    inner = base_model(model)
     saved = inner.generation_config
     inner.generation_config = generation_config
     try:
@@ -120,11 +129,50 @@ def _only(model, generation_config):
 
 @dataclass
 class RolloutOutput:
+    """What every engine returns. `sampler_logprobs` is part of the contract: the log-probs of the
+    sampled tokens under the distribution the sampler drew them from after the learner's own
+    temperature and suppressed ids (HF: recorded from generate's scores; vLLM: processed_logprobs),
+    0 on padding. The step reads them as pi_old where the sampler is the learner and to correct
+    the sampler/learner gap otherwise."""
+
     completions: list[Completion]  # N = B * G, groups contiguous
     prompt_inputs: dict  # processor outputs for the B prompts (left padded)
     completion_ids: torch.Tensor  # (N, T) right padded
     completion_mask: torch.Tensor  # (N, T)
-    sampler_logprobs: torch.Tensor | None = None  # (N, T) log-probs the sampler drew with (if asked)
+    sampler_logprobs: torch.Tensor | None = None  # (N, T) log-probs the sampler drew with
+
+
+class SampledLogprobs:
+    """A logits processor that records each sampled token's log-prob under the sampling
+    distribution, holding one (N, V) step at a time (output_scores would keep all T of them).
+
+    transformers runs custom processors after the suppression processors and before the
+    temperature warper, so the temperature is applied here, as the learner applies it. At call
+    t + 1 the ids hold the token drawn at step t, which is read off the previous distribution.
+    """
+
+    def __init__(self, temperature: float):
+        self.temperature = float(temperature)
+        self._prev: torch.Tensor | None = None  # (N, V) log-softmax of the previous step
+        self.steps: list[torch.Tensor] = []  # per step (N,) log-probs of the drawn tokens
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self._take(input_ids[:, -1])
+        x = scores.float()
+        self._prev = torch.log_softmax(x / self.temperature if self.temperature != 1.0 else x, dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        if self._prev is not None:
+            self.steps.append(self._prev.gather(-1, tokens.unsqueeze(-1).to(self._prev.device)).squeeze(-1).cpu())
+            self._prev = None
+
+    def result(self, new: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """(N, T) log-probs of the generated ids `new`, 0 where `mask` is 0."""
+        if self._prev is not None and len(self.steps) < new.shape[1]:
+            self._take(new[:, len(self.steps)])
+        lp = torch.stack(self.steps, dim=1) if self.steps else torch.zeros(new.shape[0], 0)
+        return lp[:, : new.shape[1]] * mask
 
 
 class HFRolloutEngine:
@@ -145,7 +193,7 @@ class HFRolloutEngine:
         return self.rollout(samples, group_size, sampling, seed).completions
 
     def _check_sampling(self, sampling, greedy: bool) -> None:
-        found = overridden_generation_fields(getattr(_inner(self.model), "generation_config", None), sampling)
+        found = overridden_generation_fields(getattr(base_model(self.model), "generation_config", None), sampling)
         if found:
             listed = ", ".join(f"{k}={v!r}" for k, v in sorted(found.items()))
             _warn_once(
@@ -161,10 +209,10 @@ class HFRolloutEngine:
     @torch.no_grad()
     def rollout(
         self, samples: Sequence[Sample], group_size: int, sampling, seed: int, greedy: bool = False,
-        max_new_tokens: int | None = None, return_logprobs: bool = False,
+        max_new_tokens: int | None = None, return_logprobs: bool = True,
     ) -> RolloutOutput:
-        """Sample; `return_logprobs` also returns the log-probs of the sampled tokens under the
-        processed scores the sampler drew from (`output_scores`), for checks and diagnostics."""
+        """Sample G completions per prompt. The sampled tokens' log-probs always come back
+        (`return_logprobs` is kept for the engines' shared signature; the HF engine ignores it)."""
         device = next(self.model.parameters()).device
         prompt_inputs = encode_prompts(self.processor, samples)
         self._check_sampling(sampling, greedy)
@@ -172,23 +220,21 @@ class HFRolloutEngine:
             sampling, group_size=group_size, max_new_tokens=max_new_tokens or sampling.max_new_tokens,
             stop_ids=self.stop_ids, pad_id=self.pad_id, suppress_ids=self.suppress_ids, greedy=greedy,
         )
-        if return_logprobs:
-            gen_config.update(output_scores=True, return_dict_in_generate=True)
+        from transformers import LogitsProcessorList
+
+        recorder = SampledLogprobs(1.0 if greedy else sampling.temperature)
         torch.manual_seed(seed)
         was_training = self.model.training
         self.model.eval()
         with _only(self.model, gen_config):
             out = self.model.generate(**model_kwargs(prompt_inputs, device), generation_config=gen_config,
+                                      logits_processor=LogitsProcessorList([recorder]),
                                       synced_gpus=synced_generation(self.model))
         if was_training:
             self.model.train()
-        seqs = out.sequences if return_logprobs else out
-        new = seqs[:, prompt_inputs["input_ids"].shape[1]:].cpu()
+        new = out[:, prompt_inputs["input_ids"].shape[1]:].cpu()
         ids, mask, lengths, finished = trim_at_stop(new, self.stop_ids, self.pad_id)
-        sampler_lp = None
-        if return_logprobs:
-            scores = torch.stack(out.scores, dim=1).float().cpu()  # (N, T, V) processed logits
-            sampler_lp = torch.log_softmax(scores, -1).gather(-1, new.unsqueeze(-1)).squeeze(-1) * mask
+        sampler_lp = recorder.result(new, mask)
         token_lists = [row[:n].tolist() for row, n in zip(new, lengths.tolist())]
         texts = self.processor.tokenizer.batch_decode(token_lists, skip_special_tokens=True)
         completions = [

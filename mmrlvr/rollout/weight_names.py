@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from mmrlvr.models.wrapping import unwrap
+
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
 # checkpoint prefix -> vLLM prefix; the first match wins, so specific prefixes come first.
@@ -86,7 +88,7 @@ def sync_pairs(model) -> list[tuple[str, object]]:
     With peft the adapter is merged for the copy and unmerged afterwards, as TRL and verl do,
     so vLLM samples from base + adapter exactly as the learner's forward computes it.
     """
-    inner = getattr(model, "module", model)
+    inner = unwrap(model)
     merged = hasattr(inner, "merge_adapter")
     if merged:
         inner.merge_adapter()

@@ -11,6 +11,8 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
+from mmrlvr.models.wrapping import base_model, is_shard
+
 
 def rank_world() -> tuple[int, int]:
     """(rank, world size); (0, 1) without an initialised process group."""
@@ -90,6 +92,15 @@ def reduce_metrics(metrics: dict) -> dict:
 SUMMED = {"rollout/dropped_groups", "data/bad_media"}
 
 
+def gather_lists(items: list) -> list:
+    """Every rank's list, concatenated in rank order (the list itself in one process)."""
+    if rank_world()[1] == 1:
+        return list(items)
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, list(items))
+    return [x for part in gathered for x in part]
+
+
 def all_sum_dict(values: dict) -> dict:
     """Sum named numbers over ranks; a name missing on a rank counts as 0 there."""
     if rank_world()[1] == 1:
@@ -104,13 +115,8 @@ def barrier() -> None:
         dist.barrier()
 
 
-def _unwrap(model):
-    model = getattr(model, "module", model)  # DDP / DeepSpeed engine
-    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
-
-
 def _visual(model):
-    return getattr(getattr(_unwrap(model), "model", None), "visual", None)
+    return getattr(getattr(base_model(model), "model", None), "visual", None)
 
 
 def vision_tower_trainable(model) -> bool:
@@ -118,19 +124,10 @@ def vision_tower_trainable(model) -> bool:
     return visual is not None and any(p.requires_grad for p in visual.parameters())
 
 
-def _is_shard(p) -> bool:
-    return type(p).__name__ == "DTensor" or hasattr(p, "ds_id")
-
-
-def params_sharded(model) -> bool:
-    """Any FSDP2 (DTensor) or ZeRO-3 (`ds_id`) parameter: each forward all-gathers across ranks."""
-    return any(_is_shard(p) for p in _unwrap(model).parameters())
-
-
 def vision_sharded(model) -> bool:
     """FSDP2 (DTensor) or ZeRO-3 (`ds_id`) parameters: every forward is a collective."""
     visual = _visual(model)
-    return visual is not None and any(_is_shard(p) for p in visual.parameters())
+    return visual is not None and any(is_shard(p) for p in visual.parameters())
 
 
 def vision_needs_all_ranks(model, grad: bool) -> bool:
@@ -142,14 +139,6 @@ def vision_needs_all_ranks(model, grad: bool) -> bool:
     return (grad and vision_tower_trainable(model)) or vision_sharded(model)
 
 
-def synced_generation(model) -> bool:
-    """Must `generate` keep stepping until every rank is done (`synced_gpus`)? With sharded
-    parameters each decoding step is a collective, so a rank whose sequences all stopped early
-    would leave the others waiting in the all-gather. transformers turns this on by itself only
-    for modules it marks as FSDP-managed, which accelerate's FSDP2 preparation does not do."""
-    return rank_world()[1] > 1 and params_sharded(model)
-
-
 def dummy_vision_pass(model) -> torch.Tensor:
     """A zero-weight pass through the whole vision tower on one minimal blank image.
 
@@ -158,7 +147,7 @@ def dummy_vision_pass(model) -> torch.Tensor:
     parameter all-gather instead). Adding `0 * (sum of every vision output)` to the loss makes
     every rank run the same modules and send zero gradients; the update is unchanged.
     """
-    inner = _unwrap(model)
+    inner = base_model(model)
     vc = inner.config.vision_config
     merge = getattr(vc, "spatial_merge_size", 2)
     channels = getattr(vc, "in_channels", getattr(vc, "in_chans", 3))

@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Sequence
 
 from mmrlvr.data.prompts import example_fields
+from mmrlvr.train.rewards import run_terms
 from mmrlvr.types import Sample
 
 try:  # media decoding errors name the file (mmrlvr.data.media, when present); PIL raises OSError
@@ -22,24 +23,14 @@ try:  # media decoding errors name the file (mmrlvr.data.media, when present); P
 except ImportError:
     BAD_MEDIA = (OSError,)
 
-# The headline each built-in verifier measures; a user verifier may set `fn.eval_metric`.
-HEADLINES = {
-    "count": "accuracy", "math": "accuracy", "choice": "accuracy", "number": "accuracy",
-    "exact": "accuracy", "iou": "mean_iou", "boxes": "box_f1", "tiou": "mean_tiou", "order": "order_score",
-}
-
-
 def term_name(spec: str) -> str:
     """`count` -> count, `path/file.py:my_fn` -> my_fn (the same names as `reward/<name>`)."""
     return spec.rsplit(":", 1)[-1]
 
 
 def headline_of(spec: str) -> str | None:
-    """The metric a verifier's mean score is (accuracy, mean_iou, ...), or None if unnamed."""
-    if spec in HEADLINES:
-        return HEADLINES[spec]
-    if ":" not in spec:
-        return None
+    """The metric a verifier's mean score is (accuracy, mean_iou, ...), as declared where it is
+    registered (`register_verifier(..., headline=...)` or `fn.eval_metric`), or None if unnamed."""
     from mmrlvr.verifiers.base import resolve_verifier
 
     try:
@@ -56,16 +47,11 @@ def eval_terms(rewards: Sequence, verifiers: Sequence[str]) -> list[tuple[str, f
 
 
 def _score(completions: list[str], samples: list[Sample], terms, scorer) -> tuple[list[dict], list[dict]]:
-    """Per completion: {spec: score} and {spec: parts}, each spec's verifier run once over its rows."""
-    per_row_terms = [terms or [(s.verifier, 1.0)] for s in samples]
-    by_spec: dict[str, list[int]] = defaultdict(list)
-    for i, row_terms in enumerate(per_row_terms):
-        for spec, _ in row_terms:
-            by_spec[spec].append(i)
+    """Per completion: {spec: score} and {spec: parts}, scored as training scores (`run_terms`)."""
     scores: list[dict] = [{} for _ in samples]
     parts: list[dict] = [{} for _ in samples]
-    for spec, idx in by_spec.items():
-        for i, v in zip(idx, scorer(spec, [completions[i] for i in idx], [samples[i] for i in idx])):
+    for spec, rows in run_terms(completions, samples, terms, scorer).items():
+        for i, _, v in rows:
             scores[i][spec], parts[i][spec] = v.score, v.parts
     return scores, parts
 

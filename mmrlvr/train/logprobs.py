@@ -7,14 +7,10 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import model_kwargs, select_rows
+from mmrlvr.models.wrapping import base_model
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
           ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
-
-
-def _unwrap(model):
-    model = getattr(model, "module", model)  # DDP
-    return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
 
 
 def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
@@ -24,7 +20,7 @@ def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
     the gradient through the shared features is the sum over the group, exactly as if each row
     had been encoded on its own. None when the inputs or the model do not allow it.
     """
-    inner = _unwrap(model)
+    inner = base_model(model)
     if "_base" not in prompt_inputs or not getattr(inner, "_supports_mm_encoder_outputs", lambda: False)():
         return None
     from transformers.modeling_outputs import BaseModelOutputWithPooling

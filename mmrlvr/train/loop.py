@@ -6,21 +6,21 @@ plus a config field, never a callback or a subclass.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
 
 import torch
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.algos.advantages import EstimatorContext, pad_groups
+from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import Config, save_config
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.prompts import prompt_text
-from mmrlvr.models.load import load_policy
+from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
-from mmrlvr.train.distributed import barrier, reduce_metrics
+from mmrlvr.train.distributed import barrier, gather_lists, reduce_metrics
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
@@ -30,7 +30,9 @@ from mmrlvr.train.setup import (
     token_weighting_for_launch,
 )
 from mmrlvr.train.signals import black_fill
-from mmrlvr.train.step import PromptStream, advantages_for, collect, update
+from mmrlvr.train.learner import Learner
+from mmrlvr.train.run_state import RunState
+from mmrlvr.train.step import advantages_for, collect
 from mmrlvr.train.token_roles import weigh_tokens, write_token_roles
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
@@ -40,25 +42,15 @@ from mmrlvr.tasks import load_task
 def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
     validate_config(cfg)  # every bad setting named before anything heavy runs
+    cfg = resolve_config(cfg)  # the one config read from here on: presets filled in
     run_dir = Path(cfg.output_dir)
-    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
-    eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
-    # the resolved config: preset fields and defaults written out, so the file reruns this run
-    resolved = dataclasses.replace(cfg, algo=algo, eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
     cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
     is_main = accelerator.is_main_process  # only rank 0 writes the run directory
-    claim_run_dir(run_dir, resolved, is_main)  # a lock naming this PID; a resume must match the saved config
-    if is_main:
-        if not cfg.train.resume:
-            clear_run_dir(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        remove_partial_saves(run_dir)  # a kill during a save leaves .tmp-* directories
-        save_config(resolved, run_dir / "config.yaml")
-    barrier()
-    ckpt = latest_checkpoint(run_dir) if cfg.train.resume else None
+    claim_run_dir(run_dir, cfg, is_main)  # a lock naming this PID; a resume must match the saved config
+    ckpt = _open_run_dir(cfg, run_dir, is_main)
     # on resume, tensorboard hides what a killed run logged after the checkpoint (as metrics.jsonl drops it)
-    start_trackers(accelerator, resolved, run_dir,
+    start_trackers(accelerator, cfg, run_dir,
                    purge_step=(int(ckpt.name.split("_")[1]) + 1 if ckpt is not None else 0) if cfg.train.resume else None)
     log = MetricsWriter(run_dir, accelerator, enabled=is_main)
     progress = Progress(cfg.train.steps, enabled=is_main)
@@ -72,82 +64,45 @@ def train(cfg: Config) -> dict:
     check_sample_verifiers([*train_set, *eval_set], plugins)
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
-    model.to(accelerator.device)
-    # the KL reference is the policy RL started from, also after a resume (None with LoRA: the
-    # base model with the adapter switched off)
-    ref_model = reference_policy(cfg, algo, model, ckpt is not None, run_dir)
-    if ref_model is not None:
-        ref_model.to(accelerator.device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    scheduler = make_scheduler(optimizer, cfg.train)  # stepped once per RL step, like verl
-    policy = accelerator.unwrap_model(model)
-    engine = make_engine(cfg, policy, processor)
+    learner, engine = _learner_and_engine(cfg, accelerator, model, processor, ckpt is not None, run_dir)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
 
     def run_eval() -> dict:
-        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, eval_tokens, terms=terms)
+        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, cfg.eval.max_new_tokens, terms=terms)
 
-    state = {"step": 0, "data_pos": 0, "eval_before": None, "warm_start": warm}
+    state = RunState(warm_start=warm)
     if ckpt is not None:
-        state = load_trainer_state(ckpt, optimizer, scheduler)
-        progress.note(f"resumed from {ckpt} (step {state['step']})")
-    log.truncate_after(state["step"] if ckpt is not None else None)  # lines of a killed run are redone
-    if state["eval_before"] is None:
+        state = RunState.from_dict(load_trainer_state(ckpt, learner.optimizer, learner.scheduler))
+        progress.note(f"resumed from {ckpt} (step {state.step})")
+    log.truncate_after(state.step if ckpt is not None else None)  # lines of a killed run are redone
+    if state.eval_before is None:
         before = run_eval()
-        state["eval_before"] = {k: v for k, v in before.items() if k != "examples"}
+        state.eval_before = {k: v for k, v in before.items() if k != "examples"}
         log.log(0, eval_metrics(cfg.task.name, before))
-        progress.note(f"held-out accuracy before RL: {state['eval_before']['accuracy']:.3f}")
+        progress.note(f"held-out accuracy before RL: {state.eval_before['accuracy']:.3f}")
     # batches arrive decoded (a background thread decodes the next one); bad media are dropped
-    stream = MediaStream(PromptStream(train_set, cfg.seed, pos=state["data_pos"]), cfg.task.max_bad_media_frac,
-                         processor=processor)
-    model.train()  # the engine switches to eval for sampling and back
+    source = MediaStream(SeededStream(train_set, cfg.seed), cfg.task.max_bad_media_frac, processor=processor)
+    if state.source:
+        source.load_state_dict(state.source)
+    learner.model.train()  # the engine switches to eval for sampling and back
     fill = black_fill(processor)  # what a blacked-out patch looks like after normalisation
 
-    for step in range(state["step"] + 1, cfg.train.steps + 1):
-        t0 = time.perf_counter()
-        # 1-3. sample prompts, generate G completions each, score them (dynamic sampling inside)
-        batch = collect(engine, stream, scorer, cfg, algo, seed=cfg.seed * 100_003 + step)
-        # 4. per-token weights (perception / reasoning signals), once for the whole batch
-        log_step = step % cfg.train.log_every == 0 or step == 1
-        adv, _ = advantages_for(batch, cfg, algo)
-        # no-grad forwards of the unwrapped policy: through the DDP wrapper each forward would also
-        # broadcast buffers, a collective that hangs when only rank 0 runs diagnostics
-        tw = weigh_tokens(policy, batch, adv, cfg, algo, engine.suppress_ids, step=step, fill=fill,
-                          diagnose=cfg.token_weighting.diagnostics and log_step and is_main)
-        # 5. the policy update (ppo_epochs x mini_batches optimizer steps)
-        t1 = time.perf_counter()
-        lr = optimizer.param_groups[0]["lr"]  # the rate this step's update used
-        stats = update(model, ref_model, optimizer, accelerator, batch, cfg, algo, engine.suppress_ids, seed=step,
-                       token_weights=tw.weights)
-        scheduler.step()
-        engine.sync_weights(policy)
-        # 6. log
-        metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)
-            **batch.metrics, **stats, **tw.metrics,
-            "reward/mean": batch.rewards.nanmean().item(),
-            "actor/lr": lr,
-            "time/update": time.perf_counter() - t1,
-            "time/step": time.perf_counter() - t0,
-            "data/bad_media": stream.pop_bad(),
-        })
+    for step in range(state.step + 1, cfg.train.steps + 1):
+        metrics = rl_step(cfg, step, learner, engine, source, scorer, state, fill=fill, run_dir=run_dir,
+                          tokenizer=processor.tokenizer, write=is_main)
         if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
             metrics.update(eval_metrics(cfg.task.name, run_eval()))
         log.log(step, metrics)
-        if is_main and log_step:
-            _write_samples(run_dir, step, batch)
-            write_token_roles(run_dir, step, batch, adv, tw, processor.tokenizer, cfg.token_weighting.method,
-                              cfg.token_weighting.roles_per_step)
         progress.update(step, metrics)
-        # 7. checkpoint (atomic), with the data position so a resumed run continues exactly
-        state.update(step=step, data_pos=stream.pos)
+        # checkpoint (atomic), with the run state so a resumed run continues exactly
+        state.step, state.source = step, source.state_dict()
         if (cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps:
-            save_checkpoint(run_dir, step, policy, processor, optimizer, state, scheduler=scheduler,
-                            accelerator=accelerator, wrapped=model)  # every rank: a collective
+            save_checkpoint(run_dir, step, learner.policy, processor, learner.optimizer, state.to_dict(),
+                            scheduler=learner.scheduler, accelerator=accelerator,
+                            wrapped=learner.model)  # every rank: a collective
 
-    stream.close()
+    source.close()
     eval_after = run_eval()
     log.log(cfg.train.steps, eval_metrics(cfg.task.name, eval_after))
     barrier()  # rank 0 has written every metrics line before anyone reads them back
@@ -160,6 +115,74 @@ def train(cfg: Config) -> dict:
     if is_main:
         release_lock(run_dir)
     return summary
+
+
+def _open_run_dir(cfg: Config, run_dir: Path, is_main: bool):
+    """Clear (fresh run) or keep (resume) the run directory, write the resolved config; the
+    checkpoint to resume from, or None."""
+    if is_main:
+        if not cfg.train.resume:
+            clear_run_dir(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        remove_partial_saves(run_dir)  # a kill during a save leaves .tmp-* directories
+        save_config(cfg, run_dir / "config.yaml")
+    barrier()
+    return latest_checkpoint(run_dir) if cfg.train.resume else None
+
+
+def _learner_and_engine(cfg: Config, accelerator, model, processor, resumed: bool, run_dir: Path):
+    """The learner (policy, reference, optimizer, schedule) and the engine sampling from it."""
+    model.to(accelerator.device)
+    # the KL reference is the policy RL started from, also after a resume (None with LoRA: the
+    # base model with the adapter switched off)
+    ref_model = reference_policy(cfg, cfg.algo, model, resumed, run_dir)
+    if ref_model is not None:
+        ref_model.to(accelerator.device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    scheduler = make_scheduler(optimizer, cfg.train)  # stepped once per RL step, like verl
+    engine = make_engine(cfg, accelerator.unwrap_model(model), processor)
+    learner = Learner(cfg, model, optimizer, accelerator, engine.suppress_ids, scheduler=scheduler, ref_model=ref_model)
+    return learner, engine
+
+
+def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, state: RunState, *, fill,
+            run_dir: Path, tokenizer, write: bool) -> dict:
+    """One RL step: collect, advantages, token weights, update, weight sync; returns its metrics."""
+    t0 = time.perf_counter()
+    # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
+    batch = collect(engine, source, scorer, cfg, seed=cfg.seed * 100_003 + step, step=step)
+    log_step = step % cfg.train.log_every == 0 or step == 1
+    # 4. advantages (stateful estimators read the per-prompt statistics before this step's
+    # rewards), then the statistics and the source learn every group scored (all ranks', also
+    # the groups dynamic sampling dropped)
+    adv, _ = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
+    scored = gather_lists(batch.scored or list(zip(batch.sample_ids, batch.rewards.tolist())))
+    ids, rows = [i for i, _ in scored], [r for _, r in scored]
+    state.prompt_stats.update(step, ids, rows)
+    source.feedback(step, ids, pad_groups([torch.tensor(r) for r in rows])[0] if rows else torch.zeros(0, 0))
+    # per-token weights (perception / reasoning signals), once for the whole batch; no-grad
+    # forwards of the unwrapped policy: through the DDP wrapper each forward would also broadcast
+    # buffers, a collective that hangs when only rank 0 runs diagnostics
+    tw = weigh_tokens(learner.policy, batch, adv, cfg, cfg.algo, learner.suppress_ids, step=step, fill=fill,
+                      diagnose=cfg.token_weighting.diagnostics and log_step and write)
+    # 5. the policy update (ppo_epochs x mini_batches optimizer steps, then the LR schedule)
+    t1 = time.perf_counter()
+    stats = learner.update(batch, adv, tw.weights, seed=step)
+    engine.sync_weights(learner.policy)
+    metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)
+        **batch.metrics, **stats, **tw.metrics,
+        "reward/mean": batch.rewards.nanmean().item(),
+        "time/update": time.perf_counter() - t1,
+        "time/step": time.perf_counter() - t0,
+        "data/bad_media": source.pop_bad(),
+    })
+    if write and log_step:
+        _write_samples(run_dir, step, batch)
+        write_token_roles(run_dir, step, batch, adv, tw, tokenizer, cfg.token_weighting.method,
+                          cfg.token_weighting.roles_per_step)
+    return metrics
 
 
 def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
@@ -179,11 +202,11 @@ def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
             f.write(json.dumps(row, default=str) + "\n")
 
 
-def _summary(cfg: Config, state: dict, eval_after: dict, run_dir: Path, seconds: float) -> dict:
+def _summary(cfg: Config, state: RunState, eval_after: dict, run_dir: Path, seconds: float) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     rewards = [r["reward/mean"] for r in rows if "reward/mean" in r]
     k = max(1, min(10, len(rewards) // 4))
-    before, after = state["eval_before"], {k2: v for k2, v in eval_after.items() if k2 != "examples"}
+    before, after = state.eval_before, {k2: v for k2, v in eval_after.items() if k2 != "examples"}
     return {
         "eval_before": before,
         "eval_after": after,
@@ -193,7 +216,7 @@ def _summary(cfg: Config, state: dict, eval_after: dict, run_dir: Path, seconds:
         "steps": cfg.train.steps,
         "seed": cfg.seed,
         "algorithm": cfg.algo.algorithm,
-        "warm_start": state.get("warm_start"),
+        "warm_start": state.warm_start,
         "wall_time_s": round(seconds, 1),
         "run_dir": str(run_dir),
     }

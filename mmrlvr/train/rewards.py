@@ -12,14 +12,29 @@ from mmrlvr.verifiers.base import check_allowed
 
 
 def reward_terms(terms, sample: Sample) -> list[tuple[str, float]]:
-    """(verifier spec, weight) pairs: the config's list, or the sample's own verifier.
+    """(verifier spec, weight) pairs: the config's list (RewardTerm objects or (spec, weight)
+    pairs), or the sample's own verifier.
 
     A sample comes from data, so its verifier must be registered: a row never chooses code.
     """
     if terms:
-        return [(t.verifier, t.weight) for t in terms]
+        return [(t.verifier, t.weight) if hasattr(t, "verifier") else (t[0], t[1]) for t in terms]
     check_allowed(sample.verifier)
     return [(sample.verifier, 1.0)]
+
+
+def run_terms(texts: Sequence[str], samples: Sequence[Sample], terms, scorer) -> dict[str, list[tuple[int, float, Verdict]]]:
+    """The one scoring path of training and evaluation: each term's verifier runs once over the
+    rows it applies to. Returns {spec: [(row, weight, verdict), ...]} in the order terms appear."""
+    by_spec: dict[str, list[tuple[int, float]]] = defaultdict(list)  # spec -> (row, weight)
+    for i, s in enumerate(samples):
+        for spec, w in reward_terms(terms, s):
+            by_spec[spec].append((i, w))
+    out = {}
+    for spec, pairs in by_spec.items():
+        verdicts = scorer(spec, [texts[i] for i, _ in pairs], [samples[i] for i, _ in pairs])
+        out[spec] = [(i, w, v) for (i, w), v in zip(pairs, verdicts)]
+    return out
 
 
 def score_completions(
@@ -38,16 +53,11 @@ def score_completions(
     total = torch.zeros(b * group_size)
     metrics: dict = {}
     per_completion = [samples[c.sample_index] for c in completions]
-    by_spec: dict[str, list[tuple[int, float]]] = defaultdict(list)  # spec -> (completion, weight)
-    for i, s in enumerate(per_completion):
-        for spec, w in reward_terms(terms, s):
-            by_spec[spec].append((i, w))
     first: dict[int, Verdict] = {}
-    for spec, pairs in by_spec.items():
-        idx = [i for i, _ in pairs]
-        verdicts = scorer(spec, [completions[i].text for i in idx], [per_completion[i] for i in idx])
+    for spec, rows in run_terms([c.text for c in completions], per_completion, terms, scorer).items():
+        idx, verdicts = [i for i, _, _ in rows], [v for _, _, v in rows]
         scores = torch.tensor([v.score for v in verdicts])
-        total[idx] += scores * torch.tensor([w for _, w in pairs])
+        total[idx] += scores * torch.tensor([w for _, w, _ in rows])
         name = spec.rsplit(":", 1)[-1]
         metrics[f"reward/{name}"] = scores.mean().item()
         parts: dict = defaultdict(list)

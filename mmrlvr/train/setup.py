@@ -13,6 +13,7 @@ import torch
 
 from mmrlvr.config import Config, ConfigError
 from mmrlvr.models.load import load_policy
+from mmrlvr.validate import tracker_problem
 
 
 def set_threads_and_seed(cfg: Config, log_with: list[str] | None = None):
@@ -75,19 +76,6 @@ def token_weighting_for_launch(cfg: Config, accelerator) -> Config:
         raise ConfigError(f"token_weighting.method={cfg.token_weighting.method} is not supported with sharded "
                           "parameters (FSDP / DeepSpeed ZeRO-3) yet; use DDP or token_weighting.method=none")
     return dataclasses.replace(cfg, token_weighting=dataclasses.replace(cfg.token_weighting, diagnostics=False))
-
-
-def tracker_problem(name: str) -> str | None:
-    """Why `name` cannot be an accelerate tracker here (unknown, or its package missing), else None."""
-    from accelerate.tracking import LOGGER_TYPE_TO_CLASS
-    from accelerate.utils import is_mlflow_available, is_trackio_available, is_wandb_available
-
-    if name not in LOGGER_TYPE_TO_CLASS:
-        return f"an accelerate tracker; known: {', '.join(sorted(LOGGER_TYPE_TO_CLASS))}"
-    available = {"wandb": is_wandb_available, "mlflow": is_mlflow_available, "trackio": is_trackio_available}
-    if name in available and not bool(available[name]()):
-        return f"an installed tracker (pip install {name})"
-    return None
 
 
 def _tracker(name: str, run_dir: str):
@@ -217,14 +205,14 @@ def task_args(cfg: Config) -> dict:
     (a build function with an `eval_size` parameter): one size drives both, so a larger eval set
     can never leak into training. A build function with a `model_type` parameter (grounding) gets
     the model's `config.model_type`, which picks its coordinate convention."""
-    import importlib
     import inspect
 
+    from mmrlvr.tasks import task_module
+
     args = dict(cfg.task.args)
-    module_name = cfg.task.name if "." in cfg.task.name else f"mmrlvr.tasks.{cfg.task.name}"
     try:
-        build = importlib.import_module(module_name).build
-    except (ModuleNotFoundError, AttributeError):
+        build = task_module(cfg.task.name).build
+    except (KeyError, AttributeError):
         return args  # load_task reports the unknown task
     if "eval_size" in inspect.signature(build).parameters:
         if args.get("eval_size", cfg.task.eval_size) != cfg.task.eval_size:

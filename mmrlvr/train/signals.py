@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual, visual_dependency
 from mmrlvr.data.collate import select_rows
-from mmrlvr.train.logprobs import _MEDIA, _unwrap, join_prompt_completion, logits_to_logprobs, shared_media_outputs
+from mmrlvr.models.wrapping import base_model
+from mmrlvr.train.logprobs import _MEDIA, join_prompt_completion, logits_to_logprobs, shared_media_outputs
 
 SIGNALS = ("entropy", "visual_dependency", "visual_similarity")
 _PIXELS = tuple(pix for _, pix, _, _ in _MEDIA)
@@ -68,7 +69,7 @@ def _forward(model, inputs: dict, ids: torch.Tensor, mask: torch.Tensor, **extra
 
 
 def _decoder_layers(model):
-    inner = _unwrap(model)
+    inner = base_model(model)
     for path in ("model.language_model.layers", "model.layers", "language_model.model.layers"):
         obj = inner
         try:
@@ -81,7 +82,7 @@ def _decoder_layers(model):
 
 
 def _visual_ids(model) -> torch.Tensor:
-    cfg = _unwrap(model).config
+    cfg = base_model(model).config
     ids = [getattr(cfg, k, None) for k in ("image_token_id", "video_token_id")]
     return torch.tensor([i for i in ids if i is not None])
 
@@ -108,7 +109,7 @@ def _similarity_probe(model, layers: Sequence[int], t: int, out: list):
         sim = similarity_to_visual(h, state["visual"], t) / len(chosen)
         state["sim"] = sim if "sim" not in state else state["sim"] + sim
 
-    handles = [_unwrap(model).register_forward_pre_hook(pre, with_kwargs=True)]
+    handles = [base_model(model).register_forward_pre_hook(pre, with_kwargs=True)]
     handles += [all_layers[i].register_forward_hook(hook) for i in chosen]
     try:
         yield state
@@ -183,7 +184,7 @@ def visual_attention(
     Runs eager attention for the call (sdpa and flash attention do not return the weights), then
     restores the model's own implementation. For analysis and the notebooks, not for training.
     """
-    inner = _unwrap(model)
+    inner = base_model(model)
     before = inner.config._attn_implementation
     n, t = completion_ids.shape
     vis_ids = _visual_ids(model)

@@ -19,7 +19,7 @@ import torch
 from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, token_labels, token_weights
 from mmrlvr.data.collate import select_rows
 from mmrlvr.train.signals import compute_signals
-from mmrlvr.train.step import micro_rows
+from mmrlvr.train.learner import micro_rows
 
 DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
 

@@ -29,7 +29,7 @@ def _int_reference(ref) -> int:
     return int(text)
 
 
-@register_verifier("count", "exact integer in a lone <answer>N</answer> (text after it scores 0)")
+@register_verifier("count", "exact integer in a lone <answer>N</answer> (text after it scores 0)", headline="accuracy")
 def count(completion: str, sample) -> Verdict:
     """1 when the completion is well formed and its answer is exactly the reference integer.
 
@@ -54,7 +54,7 @@ def count(completion: str, sample) -> Verdict:
 # ---------------------------------------------------------------------------------------------
 # math: symbolic / numeric equivalence with math-verify
 
-@register_verifier("math", "symbolic/numeric equivalence with math-verify (units, degrees, x = tolerated)")
+@register_verifier("math", "symbolic/numeric equivalence with math-verify (units, degrees, x = tolerated)", headline="accuracy")
 def math_answer(completion: str, sample) -> Verdict:
     """1 when the final answer equals the reference expression (1/2 = 0.5 = \\frac{1}{2}).
 
@@ -102,7 +102,7 @@ def parse_choice(ans: str, options: list[str] | None = None, letters: str = "ABC
     return {x for x in found if x in valid}
 
 
-@register_verifier("choice", "option letter (B, (B), 'The answer is B' or the option's text); two letters score 0")
+@register_verifier("choice", "option letter (B, (B), 'The answer is B' or the option's text); two letters score 0", headline="accuracy")
 def choice(completion: str, sample) -> Verdict:
     """1 when exactly one option is chosen and it is the reference letter."""
     ref = str(sample.reference).strip().strip("()").upper()
@@ -149,7 +149,7 @@ def _number_reference(sample) -> tuple[float, float]:
     return ref, tol
 
 
-@register_verifier("number", "number within relative tolerance meta.rel_tol (default 0.05)")
+@register_verifier("number", "number within relative tolerance meta.rel_tol (default 0.05)", headline="accuracy")
 def number(completion: str, sample) -> Verdict:
     """1 when |pred - ref| <= rel_tol * |ref| (exact when ref is 0)."""
     ref, tol = _number_reference(sample)

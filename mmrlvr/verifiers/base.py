@@ -56,10 +56,14 @@ def finite_reference(values, n: int | None = None, what: str = "reference") -> l
     return out
 
 
-def register_verifier(name: str, description: str = ""):
-    """Decorator: add a verifier under `name`, with a one-line description for `mmrlvr verifiers`."""
+def register_verifier(name: str, description: str = "", headline: str | None = None):
+    """Decorator: add a verifier under `name`, with a one-line description for `mmrlvr verifiers`
+    and the headline metric its mean score is in evaluations (`accuracy` for pass/fail answers,
+    `mean_iou`, ...; stored as `fn.eval_metric`, which a plug-in may set itself)."""
 
     def deco(fn):
+        if headline is not None:
+            fn.eval_metric = headline
         VERIFIERS.register(name)(fn)
         DESCRIPTIONS[name] = description or (fn.__doc__ or "").strip().splitlines()[0]
         return fn

@@ -37,7 +37,7 @@ def normalize_text(text: str, case_sensitive: bool = False) -> str:
     return text if case_sensitive else text.casefold()
 
 
-@register_verifier("exact", "text equal to the reference after normalisation (case, punctuation, spaces)")
+@register_verifier("exact", "text equal to the reference after normalisation (case, punctuation, spaces)", headline="accuracy")
 def exact(completion: str, sample) -> Verdict:
     """1 when the normalised final answer equals the (or one of the) normalised reference(s)."""
     ans, failed = final_answer(completion, fallback_to_text=True, parts={"exact": 0.0})

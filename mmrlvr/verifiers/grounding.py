@@ -138,7 +138,7 @@ def _score(pred: list[float], ref: list[float], meta: dict) -> tuple[float, floa
     return score, value
 
 
-@register_verifier("iou", "IoU of one predicted box with the reference box (pixels of the original image)")
+@register_verifier("iou", "IoU of one predicted box with the reference box (pixels of the original image)", headline="mean_iou")
 def iou_verifier(completion: str, sample) -> Verdict:
     """Score = IoU (or (GIoU+1)/2, or IoU >= threshold); more than one box scores 0."""
     meta = checked_meta(sample)
@@ -159,7 +159,7 @@ def iou_verifier(completion: str, sample) -> Verdict:
     return Verdict(score, f"IoU {value:.3f}", {"iou": value})
 
 
-@register_verifier("boxes", "several boxes: Hungarian matching on IoU, F1 at IoU >= 0.5 (or mean_iou)")
+@register_verifier("boxes", "several boxes: Hungarian matching on IoU, F1 at IoU >= 0.5 (or mean_iou)", headline="box_f1")
 def boxes_verifier(completion: str, sample) -> Verdict:
     """Duplicates and extra boxes cost precision; missed references cost recall."""
     import numpy as np

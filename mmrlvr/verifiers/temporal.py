@@ -19,7 +19,7 @@ def parse_order(text: str) -> list[str]:
     return [t for t in _SPLIT.split(text) if t]
 
 
-@register_verifier("order", "ordering of labels: exact, or (Kendall tau + 1) / 2 (default)")
+@register_verifier("order", "ordering of labels: exact, or (Kendall tau + 1) / 2 (default)", headline="order_score")
 def order(completion: str, sample) -> Verdict:
     """A missing, unknown or repeated label scores 0."""
     if not isinstance(sample.reference, (list, tuple)) or not sample.reference:
@@ -63,7 +63,7 @@ def parse_segment(text: str) -> tuple[float, float] | None:
     return (start, end) if math.isfinite(start) and math.isfinite(end) else None
 
 
-@register_verifier("tiou", "temporal IoU of a [start, end] segment in seconds")
+@register_verifier("tiou", "temporal IoU of a [start, end] segment in seconds", headline="mean_tiou")
 def tiou(completion: str, sample) -> Verdict:
     """Score = temporal IoU; an end before its start scores 0."""
     ref = finite_reference(sample.reference if isinstance(sample.reference, (list, tuple)) else [sample.reference], 2, "tiou reference")

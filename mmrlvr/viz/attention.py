@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from mmrlvr.models.wrapping import unwrap
 from mmrlvr.verifiers.grounding import to_image_frame
 
 
@@ -115,7 +116,7 @@ def upsample(weights: np.ndarray, image_size: tuple[int, int]) -> np.ndarray:
 
 def _eager(model):
     """The model itself, switched to eager attention (sdpa and flash kernels return no weights)."""
-    inner = getattr(model, "module", model)
+    inner = unwrap(model)
     before = inner.config._attn_implementation
     if before != "eager":
         inner.set_attn_implementation("eager")

@@ -11,6 +11,7 @@ import yaml
 from mmrlvr.cli import main
 from mmrlvr.config import ConfigError, load_config
 from mmrlvr.train import loop
+from mmrlvr.train.learner import Learner
 from mmrlvr.train.loop import train
 
 QUICKSTART = str(Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml")
@@ -39,7 +40,7 @@ def test_cosine_schedule_is_logged_and_resumes_exactly(tmp_path, monkeypatch):
 
     # kill a run during step 3 (after the step-2 checkpoint), then run the same command again
     killed = tmp_path / "killed"
-    real_update, calls = loop.update, []
+    real_update, calls = Learner.update, []
 
     def dying_update(*args, **kwargs):
         calls.append(1)
@@ -47,10 +48,10 @@ def test_cosine_schedule_is_logged_and_resumes_exactly(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real_update(*args, **kwargs)
 
-    monkeypatch.setattr(loop, "update", dying_update)
+    monkeypatch.setattr(Learner, "update", dying_update)
     with pytest.raises(KeyboardInterrupt):
         train(load_config("configs/quickstart.yaml", [*SMALL, *sched, f"output_dir={killed}"]))
-    monkeypatch.setattr(loop, "update", real_update)
+    monkeypatch.setattr(Learner, "update", real_update)
     train(load_config("configs/quickstart.yaml", [*SMALL, *sched, f"output_dir={killed}"]))
     a, b = _steps(straight), _steps(killed)
     assert [b[s]["actor/lr"] for s in (3, 4)] == pytest.approx(lrs[2:])  # the schedule's position was restored
@@ -84,7 +85,7 @@ def test_trackers_off_and_unknown_trackers(tmp_path):
     assert (run / "metrics.jsonl").exists() and not (run / "tensorboard").exists()
     with pytest.raises(ConfigError, match="train.log_with='tensorbored': expected an accelerate tracker; known: .*tensorboard"):
         train(load_config("configs/quickstart.yaml", [*SMALL, "train.log_with=[tensorbored]", f"output_dir={run}"]))
-    from mmrlvr.train.setup import tracker_problem
+    from mmrlvr.validate import tracker_problem
 
     assert tracker_problem("tensorboard") is None
     for name in ("wandb", "mlflow", "trackio"):  # named with the install command when missing

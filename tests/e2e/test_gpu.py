@@ -63,7 +63,8 @@ def test_bf16_update_matches_fp32(tiny_dir):
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.tasks import load_task
-    from mmrlvr.train.step import PromptStream, collect, update
+    from mmrlvr.train.step import PromptStream, collect
+    from tests.train.step_helpers import run_update, with_algo
     from mmrlvr.verifiers.score import InProcessScorer
 
     model, processor = load_policy(ModelConfig(path=str(tiny_dir), dtype="float32"))
@@ -72,13 +73,13 @@ def test_bf16_update_matches_fp32(tiny_dir):
                              "train.max_grad_norm=1e9"])
     algo = resolve_algo(cfg.algo, 8)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, algo, seed=0)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0], [0.2, 0.0, 0.0, 0.0]])
     results = {}
     for dtype in (torch.float32, torch.bfloat16):
         m = copy.deepcopy(model).to(dtype).train()
         opt = _GradRecorder(m.parameters(), lr=1.0)
-        stats = update(m, None, opt, Accelerator(), batch, cfg, algo, engine.suppress_ids, seed=0)
+        stats = run_update(m, None, opt, Accelerator(), batch, cfg, algo, engine.suppress_ids, seed=0)
         results[dtype] = (opt.grads, stats["loss/policy"])
     g32, loss32 = results[torch.float32]
     g16, loss16 = results[torch.bfloat16]

@@ -84,6 +84,15 @@ def test_killed_run_resumes_exactly(tmp_path, preset):
     wa = load_file(straight / "checkpoints" / "step_4" / "model.safetensors")
     wb = load_file(killed / "checkpoints" / "step_4" / "model.safetensors")
     assert wa.keys() == wb.keys() and all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
+    # the run state: the prompt source's position and the per-prompt statistics (visits, last step,
+    # reward sums) carried through the kill exactly; the killed run rebuilt steps 3-4 from step 2's
+    sa = json.loads((straight / "checkpoints" / "step_4" / "state.json").read_text())
+    sb = json.loads((killed / "checkpoints" / "step_4" / "state.json").read_text())
+    assert sa["source"] == sb["source"] and sa["source"]["pos"] > 0
+    assert sa["prompt_stats"] == sb["prompt_stats"]
+    assert max(e["last_step"] for e in sa["prompt_stats"].values()) == 4
+    # every prompt drawn is recorded once, also the groups dynamic sampling dropped and resampled
+    assert sum(e["visits"] for e in sa["prompt_stats"].values()) == sa["source"]["pos"] >= 4 * 2
 
 
 def _tb_steps(run: Path, tag: str) -> list[int]:

@@ -133,3 +133,35 @@ def test_sampler_scores_equal_learner_logprobs_despite_checkpoint_generation_con
     lp_pen, _ = completion_logprobs(model, repeat_prompts(out.prompt_inputs, 4), ids, mask, temperature=0.9,
                                     suppress_ids=engine.suppress_ids)
     assert (lp_pen - pen_lp)[mask.bool()].abs().max().item() > 1e-2
+
+
+def test_sampler_logprobs_always_come_back_and_match_generates_scores(tiny):
+    """Every rollout returns the sampled tokens' log-probs (no flag needed): equal to generate's own
+    processed scores (temperature 0.7, suppressed ids at -inf) on every sampled token, 0 on padding."""
+    model, processor = tiny
+    engine = HFRolloutEngine(model, processor)
+    rc = RolloutConfig(max_new_tokens=10, temperature=0.7)
+    # the untrained tiny model never stops by itself: make its most frequent token a stop token too,
+    # so completions end at different lengths and there is padding after them
+    first = engine.rollout(_samples(), 3, rc, seed=5).completion_ids
+    engine.stop_ids = [*engine.stop_ids, int(first.flatten().mode().values)]
+    out = engine.rollout(_samples(), 3, rc, seed=5)
+    assert out.sampler_logprobs is not None and out.sampler_logprobs.shape == out.completion_ids.shape
+    m = out.completion_mask.bool()
+    assert (~m).any() and m.any()  # mixed lengths: some padding to check
+    assert torch.all(out.sampler_logprobs[~m] == 0) and torch.all(out.sampler_logprobs[m] < 0)
+    # the same draw with output_scores: log_softmax of the processed scores at the sampled ids
+    from mmrlvr.rollout import hf
+
+    cfg = hf.sampling_config(rc, group_size=3, max_new_tokens=10, stop_ids=engine.stop_ids, pad_id=engine.pad_id,
+                             suppress_ids=engine.suppress_ids)
+    cfg.update(output_scores=True, return_dict_in_generate=True)
+    torch.manual_seed(5)
+    model.eval()
+    with torch.no_grad(), hf._only(model, cfg):
+        ref = model.generate(**model_kwargs(out.prompt_inputs, None), generation_config=cfg)
+    new = ref.sequences[:, out.prompt_inputs["input_ids"].shape[1]:]
+    scores = torch.log_softmax(torch.stack(ref.scores, 1).float(), -1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    t = out.completion_ids.shape[1]
+    assert torch.equal(new[:, :t][m], out.completion_ids[m])  # the same tokens were drawn
+    assert (scores[:, :t] - out.sampler_logprobs)[m].abs().max().item() < 1e-5

@@ -10,6 +10,7 @@ vision tower must still run (zero-weight) or DDP would wait forever for its grad
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -97,7 +98,8 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.train.distributed import rank_world
-    from mmrlvr.train.step import PromptStream, collect, update
+    from mmrlvr.train.learner import Learner
+    from mmrlvr.train.step import PromptStream, advantages_for, collect
     from mmrlvr.verifiers.score import InProcessScorer
 
     # a short collective time-out: a rank left waiting fails the test instead of hanging CI
@@ -107,7 +109,7 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     torch.set_num_threads(1)
     rank, world = rank_world()
     cfg = config()
-    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, cfg.rollout.max_new_tokens))
     torch.manual_seed(0)
     model, processor = load_policy(tiny_dir)
     batch, suppress = global_batch(model, processor, cfg)
@@ -116,13 +118,14 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     # SGD, not Adam: Adam's first step hardly depends on the gradient's scale, SGD's is the gradient
     optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
     wrapped, optimizer = accelerator.prepare(model, optimizer)
-    stats = update(wrapped, None, optimizer, accelerator, local, cfg, algo, suppress, seed=1)
+    learner = Learner(cfg, wrapped, optimizer, accelerator, suppress)
+    stats = learner.update(local, advantages_for(local, cfg)[0], seed=1)
     policy = accelerator.unwrap_model(wrapped)
     delta = {k: (v.detach() - before[k]) for k, v in policy.state_dict().items()}
 
     # the loop's own path: prompts drawn from one stream, each rank keeps its share
     stream = PromptStream(stream_samples(), seed=5)
-    drawn = collect(HFRolloutEngine(policy, processor), stream, InProcessScorer(), cfg, algo, seed=3)
+    drawn = collect(HFRolloutEngine(policy, processor), stream, InProcessScorer(), cfg, seed=3)
     ids = [None] * world
     if world > 1:
         torch.distributed.all_gather_object(ids, [s.id for s in drawn.samples])

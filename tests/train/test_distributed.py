@@ -71,12 +71,12 @@ def test_two_process_run_checkpoints_load_in_one_process_and_resume(tmp_path):
     first = _torchrun([*base, "train.steps=2", "train.resume=false"])
     assert first.returncode == 0, "\n".join(l for l in first.stderr.splitlines() if "[rank1]" in l)[-3000:]
     state = json.loads((out / "checkpoints" / "step_2" / "state.json").read_text())
-    assert state["world_size"] == 2 and state["data_pos"] == 8  # 2 steps x 4 global prompts
+    assert state["world_size"] == 2 and state["source"]["pos"] == 8  # 2 steps x 4 global prompts
     second = _torchrun([*base, "train.steps=3", "train.resume=true"])
     assert second.returncode == 0, second.stderr[-4000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2, 3]  # one writer, no step twice
-    assert json.loads((out / "checkpoints" / "step_3" / "state.json").read_text())["data_pos"] == 12
+    assert json.loads((out / "checkpoints" / "step_3" / "state.json").read_text())["source"]["pos"] == 12
     model, _ = load_policy(str(out / "checkpoints" / "step_3"))  # one process, no launcher
     assert sum(p.numel() for p in model.parameters()) > 0
 
@@ -156,16 +156,16 @@ def test_fsdp_config_on_cpu_is_refused_not_run_as_ddp(tmp_path):
 def test_generation_is_synced_only_for_sharded_parameters_across_ranks(monkeypatch, tiny_dir):
     """FSDP2/ZeRO-3 decoding is a collective per token: generate must step until every rank is done."""
     from mmrlvr.models.load import load_policy
-    from mmrlvr.train import distributed
+    from mmrlvr.rollout import hf
 
     model, _ = load_policy(str(tiny_dir))
-    monkeypatch.setattr(distributed, "rank_world", lambda: (0, 2))
-    assert not distributed.synced_generation(model)  # DDP: each rank decodes on its own
+    monkeypatch.setattr(hf, "_world_size", lambda: 2)
+    assert not hf.synced_generation(model)  # DDP: each rank decodes on its own
     p = next(model.model.language_model.parameters())
     p.ds_id = 7  # how DeepSpeed ZeRO-3 marks a partitioned parameter
-    assert distributed.synced_generation(model)
-    monkeypatch.setattr(distributed, "rank_world", lambda: (0, 1))
-    assert not distributed.synced_generation(model)  # one process: nothing to wait for
+    assert hf.synced_generation(model)
+    monkeypatch.setattr(hf, "_world_size", lambda: 1)
+    assert not hf.synced_generation(model)  # one process: nothing to wait for
 
 
 def test_sharded_launch_refuses_token_weighting_before_the_model_loads():

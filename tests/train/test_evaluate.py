@@ -92,7 +92,7 @@ def test_pass_at_k_is_at_least_mean_at_k_on_the_tiny_model(engine):
 
 
 def test_rows_whose_image_cannot_be_read_are_skipped_with_their_index(engine, tmp_path):
-    pytest.importorskip("mmrlvr.data.media", reason="path images are decoded by mmrlvr.data.media (issue 15)")
+    pytest.importorskip("mmrlvr.data.media", reason="path images are decoded by mmrlvr.data.media")
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"not a png")
     rows = list(load_task("counting", "eval", 3, 0))

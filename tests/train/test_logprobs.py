@@ -57,6 +57,7 @@ def _batch(fresh_tiny, extra=()):
     from mmrlvr.config import load_config
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.train.step import PromptStream, collect
+    from tests.train.step_helpers import run_update, with_algo
     from mmrlvr.verifiers.score import InProcessScorer
     from mmrlvr.tasks import load_task
 
@@ -65,7 +66,7 @@ def _batch(fresh_tiny, extra=()):
                              "rollout.temperature=1.3", *extra])
     algo = resolve_algo(cfg.algo, 8)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, algo, seed=0)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     return model, batch, cfg, algo, engine.suppress_ids
 
 
@@ -76,7 +77,7 @@ def _record_rows(model):
 
 
 def test_no_grad_forwards_are_micro_batched_and_exact(fresh_tiny, monkeypatch):
-    from mmrlvr.train.step import batch_logprobs
+    from mmrlvr.train.learner import batch_logprobs
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny)
     full = batch_logprobs(model, batch, cfg, suppress)
@@ -99,22 +100,29 @@ def test_update_runs_old_and_reference_forwards_in_training_micro_batches(fresh_
     from accelerate import Accelerator
 
     from mmrlvr.algos.presets import resolve_algo
-    from mmrlvr.train.step import update
+    from tests.train.step_helpers import run_update
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny, ["algo.algorithm=reinforce_pp", "algo.mini_batches=2",
                                                          "algo.grad_accum=2"])
     algo = resolve_algo(cfg.algo, 8)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     ref = copy.deepcopy(model).eval().requires_grad_(False)
-    rows, handle = _record_rows(model)
-    ref_rows, ref_handle = _record_rows(ref)
-    update(model, ref, torch.optim.SGD(model.parameters(), lr=0.1), Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
-    torch.set_num_threads(1)
-    handle.remove()
-    ref_handle.remove()
-    assert ref_rows == [3, 3, 3, 3]
-    assert rows[:4] == [3, 3, 3, 3]  # old log-probs (no grad), then the 4 training micro-batches
-    assert max(rows) == 3 and sum(rows) == 24
+    sampled = batch.sampler_logprobs
+    assert sampled is not None  # the HF engine always returns them
+    for sampler_lp, learner_rows in ((None, 24), (sampled, 12)):
+        batch.sampler_logprobs = sampler_lp
+        rows, handle = _record_rows(model)
+        ref_rows, ref_handle = _record_rows(ref)
+        run_update(model, ref, torch.optim.SGD(model.parameters(), lr=0.1), Accelerator(cpu=True), batch, cfg, algo,
+                   suppress, seed=0)
+        torch.set_num_threads(1)
+        handle.remove()
+        ref_handle.remove()
+        assert ref_rows == [3, 3, 3, 3]
+        # without the sampler's log-probs: the learner's old log-probs (no grad, 12 rows), then the 4
+        # training micro-batches; with them (HF engine: the sampler is the learner) pi_old is read from
+        # the batch and that forward is saved
+        assert max(rows) == 3 and sum(rows) == learner_rows
 
 
 def test_step_logprobs_use_the_rollout_temperature(fresh_tiny):
@@ -122,7 +130,7 @@ def test_step_logprobs_use_the_rollout_temperature(fresh_tiny):
     temperature: at 1.3 its log-probs equal the sampler's processed scores, not the raw ones."""
     from mmrlvr.data.collate import repeat_prompts
     from mmrlvr.rollout.hf import HFRolloutEngine
-    from mmrlvr.train.step import batch_logprobs
+    from mmrlvr.train.learner import batch_logprobs
     from mmrlvr.tasks import load_task
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny)

@@ -10,7 +10,8 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import RolloutConfig, load_config
 from mmrlvr.rollout.hf import HFRolloutEngine, trim_at_stop
 from mmrlvr.tasks import load_task
-from mmrlvr.train.step import PromptStream, advantages_for, collect, update
+from mmrlvr.train.step import PromptStream, advantages_for, collect
+from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 
 
@@ -66,7 +67,7 @@ def _batch(stopping, extra=()):
     cfg = load_config(None, ["rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8",
                              "train.max_grad_norm=1e9", *extra])
     algo = resolve_algo(cfg.algo, 8)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, algo, seed=1)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=1)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
     return batch, cfg, algo
 
@@ -74,8 +75,8 @@ def _batch(stopping, extra=()):
 def test_mask_truncated_removes_exactly_the_truncated_rows(stopping):
     batch, cfg, _ = _batch(stopping, ["algo.mask_truncated=true"])
     assert 0 < batch.truncated.sum() < len(batch.truncated)
-    _, mask = advantages_for(batch, cfg, resolve_algo(cfg.algo, 8))
-    _, plain = advantages_for(batch, load_config(None, []), resolve_algo(load_config(None, []).algo, 8))
+    _, mask = advantages_for(batch, with_algo(cfg, resolve_algo(cfg.algo, 8)))
+    _, plain = advantages_for(batch, with_algo(load_config(None, []), resolve_algo(load_config(None, []).algo, 8)))
     for row in range(len(batch.truncated)):
         if batch.truncated[row]:
             assert not mask[row].any()
@@ -89,7 +90,7 @@ def _delta(stopping, batch, cfg, algo):
 
     model = copy.deepcopy(stopping[0]).train()
     before = [p.detach().clone() for p in model.parameters()]
-    update(model, None, torch.optim.SGD(model.parameters(), lr=1.0), Accelerator(cpu=True), batch, cfg, algo,
+    run_update(model, None, torch.optim.SGD(model.parameters(), lr=1.0), Accelerator(cpu=True), batch, cfg, algo,
            stopping[2].suppress_ids, seed=0)
     torch.set_num_threads(1)
     return torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])

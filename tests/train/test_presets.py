@@ -14,7 +14,8 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.step import PromptStream, collect, update
+from mmrlvr.train.step import PromptStream, collect
+from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0], [0.2, 0.0, 0.0, 0.0]])
@@ -29,8 +30,8 @@ def make_setup(model, processor):
     cfg = load_config(None, ["rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8",
                              "train.max_grad_norm=1e9"])
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg,
-                    resolve_algo(cfg.algo, 8), seed=0)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(),
+                    with_algo(cfg, resolve_algo(cfg.algo, 8)), seed=0)
     batch.rewards = REWARDS.clone()
     return model, batch, cfg, engine.suppress_ids
 
@@ -59,7 +60,7 @@ def _update(setup, algorithm, overrides=(), lr=1.0, ref=None, opt_cls=CountingSG
     model = copy.deepcopy(model).train()
     before = [p.detach().clone() for p in model.parameters()]
     opt = opt_cls(model.parameters(), lr=lr)
-    stats = update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
+    stats = run_update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
     torch.set_num_threads(1)
     delta = torch.cat([(p.detach() - b).flatten() for p, b in zip(model.parameters(), before)])
     return delta, stats, opt
@@ -157,8 +158,8 @@ def _two_updates(setup, algorithm, overrides, ref=None, lr=0.05):
     batch.rewards = torch.ones_like(REWARDS)
     model = copy.deepcopy(model).train()
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    first = update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
-    second = update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=1)
+    first = run_update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
+    second = run_update(model, ref, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=1)
     torch.set_num_threads(1)
     return first, second
 

@@ -11,6 +11,7 @@ from mmrlvr.data.media import ShuffledVideo
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.step import PromptStream, collect
+from tests.train.step_helpers import with_algo
 from mmrlvr.verifiers.score import make_scorer
 
 EVEN = str(Path(__file__).resolve().parents[1] / "e2e" / "user_verifier.py") + ":even_length"
@@ -40,7 +41,7 @@ def test_collect_adds_the_tgrpo_bonus_from_shuffled_frames(tiny):
                              f"rewards=[{{verifier: '{EVEN}', weight: 1.0}}]"])
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
     spy = Spy(HFRolloutEngine(model, processor))
-    batch = collect(spy, PromptStream(videos + images, seed=0), make_scorer(workers=0), cfg, algo, seed=3)
+    batch = collect(spy, PromptStream(videos + images, seed=0), make_scorer(workers=0), with_algo(cfg, algo), seed=3)
 
     (ordered, g, out), (shuffled, k, sout) = spy.calls
     assert g == 4 and k == 2  # G / 2 shuffled samples
@@ -67,5 +68,5 @@ def test_without_temporal_contrast_nothing_extra_is_sampled(tiny):
                              "verifier_workers=0"])
     spy = Spy(HFRolloutEngine(model, processor))
     batch = collect(spy, PromptStream(load_task("video_motion", "train", 2, seed=0), seed=0),
-                    make_scorer(workers=0), cfg, resolve_algo(cfg.algo, 3), seed=0)
+                    make_scorer(workers=0), with_algo(cfg, resolve_algo(cfg.algo, 3)), seed=0)
     assert len(spy.calls) == 1 and not any(k.startswith("temporal/") for k in batch.metrics)

@@ -12,7 +12,8 @@ from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.signals import black_fill
-from mmrlvr.train.step import PromptStream, advantages_for, collect, update
+from mmrlvr.train.step import PromptStream, advantages_for, collect
+from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.train.token_roles import weigh_tokens
 from mmrlvr.verifiers.score import InProcessScorer
 
@@ -24,7 +25,7 @@ def _setup(tiny, extra=()):
     cfg = load_config(None, BASE + list(extra))
     algo = resolve_algo(cfg.algo, 6)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 16, 0), 0), InProcessScorer(), cfg, algo, seed=0)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 16, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     return cfg, algo, batch, engine.suppress_ids, black_fill(processor)
 
@@ -35,7 +36,7 @@ def _apply(model, batch, cfg, algo, suppress, weights):
     model = copy.deepcopy(model)
     before = [p.detach().clone() for p in model.parameters()]
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    stats = update(model, None, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0, token_weights=weights)
+    stats = run_update(model, None, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0, token_weights=weights)
     torch.set_num_threads(1)
     return [p.detach() - b for p, b in zip(model.parameters(), before)], stats
 
@@ -48,7 +49,7 @@ def _max_diff(a, b):
 def test_weighted_update_is_exact_under_grad_accumulation(fresh_tiny, method):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, [f"token_weighting.method={method}"])
-    adv, _ = advantages_for(batch, cfg, algo)
+    adv, _ = advantages_for(batch, with_algo(cfg, algo))
     tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     assert tw.weights.shape == batch.completion_ids.shape
     assert not torch.equal(tw.weights, batch.completion_mask.float())  # the weights do something
@@ -65,7 +66,7 @@ def test_weighted_update_skips_zero_advantage_rows_exactly(fresh_tiny):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=tor"])
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
-    adv, _ = advantages_for(batch, cfg, algo)
+    adv, _ = advantages_for(batch, with_algo(cfg, algo))
     tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     assert tw.rows == [0, 1, 2, 3]  # signals only for the rows the gradient sees
     assert torch.equal(tw.weights[4:], batch.completion_mask[4:].float())
@@ -80,7 +81,7 @@ def test_weighted_update_skips_zero_advantage_rows_exactly(fresh_tiny):
 def test_weights_computed_once_per_batch_do_not_depend_on_diagnostics(fresh_tiny):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=entropy_topk"])
-    adv, _ = advantages_for(batch, cfg, algo)
+    adv, _ = advantages_for(batch, with_algo(cfg, algo))
     plain = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     diag = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill, diagnose=True)
     assert set(plain.signals) == {"entropy"} and set(diag.signals) == {"entropy", "visual_dependency"}

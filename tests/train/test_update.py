@@ -6,7 +6,8 @@ import torch
 from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train.step import PromptStream, collect, update
+from mmrlvr.train.step import PromptStream, collect
+from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 from mmrlvr.tasks import load_task
 
@@ -14,7 +15,7 @@ from mmrlvr.tasks import load_task
 def _batch(model, processor, cfg, algo):
     samples = load_task("counting", "train", 16, 0)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), cfg, algo, seed=0)
+    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     # a fixed, varied reward matrix so every group carries signal
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     return batch, engine.suppress_ids
@@ -26,7 +27,7 @@ def _apply(model, batch, cfg, algo, suppress):
     model = copy.deepcopy(model)
     before = [p.detach().clone() for p in model.parameters()]
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    stats = update(model, None, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
+    stats = run_update(model, None, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0)
     torch.set_num_threads(1)
     return [p.detach() - b for p, b in zip(model.parameters(), before)], stats
 
@@ -75,13 +76,13 @@ def test_dynamic_sampling_rounds_and_drops(fresh_tiny, tmp_path):
     base = ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
             "algo.algorithm=dapo", "algo.max_rounds=3"]
     cfg = load_config(None, base + [f"rewards=[{{verifier: {plugin}:always}}]"])
-    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), cfg, resolve_algo(cfg.algo, 6), seed=0)
+    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), with_algo(cfg, resolve_algo(cfg.algo, 6)), seed=0)
     # every group is uninformative: 3 rounds of 2 groups, all dropped; the batch is topped up
     assert batch.metrics["rollout/rounds"] == 3 and batch.metrics["rollout/dropped_groups"] == 6
     assert batch.rewards.shape == (2, 4) and batch.completion_ids.shape[0] == 8
     assert batch.prompt_inputs["input_ids"].shape[0] == 8
     cfg = load_config(None, base + [f"rewards=[{{verifier: {plugin}:parity}}]", "rollout.temperature=2.0"])
-    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), cfg, resolve_algo(cfg.algo, 6), seed=0)
+    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), with_algo(cfg, resolve_algo(cfg.algo, 6)), seed=0)
     # random parities: every group kept for the update has mixed rewards, found within the rounds
     assert all(len(set(row.tolist())) > 1 for row in batch.rewards)
     rounds, dropped = batch.metrics["rollout/rounds"], batch.metrics["rollout/dropped_groups"]

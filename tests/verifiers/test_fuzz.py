@@ -1,4 +1,4 @@
-"""Item 3: a seeded fuzz run through every built-in verifier, in this process.
+"""A seeded fuzz run through every built-in verifier, in this process.
 
 About 2,900 items (`mmrlvr.verifiers.fuzz`: control characters, 1 MB strings, unclosed and nested
 tags, digit runs, huge and non-finite numbers, sympy towers, malformed boxes and JSON, bad

@@ -1,4 +1,4 @@
-"""Issue 12 items 1, 2, 4, 5, 7: bounded extraction and sympy guards, bad references, and
+"""Hostile completions and files: bounded extraction and sympy guards, bad references, and
 `mmrlvr score` on hostile files (Unicode line separators, non-UTF-8 bytes, directories)."""
 
 import json
@@ -13,7 +13,7 @@ from mmrlvr.verifiers.base import BAD_REFERENCE
 from mmrlvr.verifiers.symbolic import refuse_math
 from mmrlvr.verifiers.temporal import parse_segment
 
-# item 2: (verifier, completion, reference, meta); each scored 1.0 before the fix or raised
+# (verifier, completion, reference, meta); each scored 1.0 before the fix or raised
 BAD_REFERENCES = [
     ("tiou", "[2.0, 5.0]", [float("nan"), float("nan")], {}),  # scored 1.0 for any segment
     ("tiou", "[2.0, 5.0]", [7.0, 1.0], {}),
@@ -83,7 +83,7 @@ def _rows(tmp_path, rows: list, raw_tail: bytes = b"") -> "os.PathLike":
 
 
 def test_unicode_line_separators_are_data_and_a_round_trip_loses_nothing(tmp_path, capsys):
-    """Item 4: U+2028/U+2029/U+0085 inside strings stay in their row; line numbers are the file's."""
+    """U+2028/U+2029/U+0085 inside strings stay in their row; line numbers are the file's."""
     rows = [
         {"id": 1, "verifier": "count", "completion": "<answer>3</answer>\u2028", "reference": 3},
         {"id": 2, "verifier": "count", "completion": "<think>a\u2029b\x85c</think><answer>2</answer>", "reference": 2},
@@ -108,7 +108,7 @@ def test_unicode_line_separators_are_data_and_a_round_trip_loses_nothing(tmp_pat
 
 
 def test_non_utf8_is_an_error_naming_the_line(tmp_path, capsys):
-    """Item 5: bytes that are not UTF-8 are reported, never replaced by U+FFFD and scored."""
+    """Bytes that are not UTF-8 are reported, never replaced by U+FFFD and scored."""
     src = _rows(tmp_path, [{"verifier": "count", "completion": "<answer>1</answer>", "reference": 1}],
                 raw_tail=b'{"verifier": "count", "completion": "<answer>1\xff</answer>", "reference": 1}\n')
     out = tmp_path / "out.jsonl"
@@ -119,7 +119,7 @@ def test_non_utf8_is_an_error_naming_the_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("case", ["input_dir", "output_dir", "same_file", "missing", "unwritable"])
 def test_path_problems_are_one_line(case, tmp_path, capsys):
-    """Item 7: a directory, a missing file or an unwritable output is one line, exit 2."""
+    """A directory, a missing file or an unwritable output is one line, exit 2."""
     src = _rows(tmp_path, [{"verifier": "count", "completion": "<answer>1</answer>", "reference": 1}])
     out = tmp_path / "out.jsonl"
     if case == "input_dir":

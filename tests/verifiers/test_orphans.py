@@ -1,4 +1,4 @@
-"""Item 12: verifier workers exit when the trainer is SIGKILLed (no cleanup code runs then)."""
+"""Verifier workers exit when the trainer is SIGKILLed (no cleanup code runs then)."""
 
 import os
 import signal

@@ -129,7 +129,7 @@ def fn(completion, sample):
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_data_row_never_runs_code(tmp_path, capsys, workers):
-    """Item 6: `"verifier": "/path/evil.py:fn"` in a row is refused and the file never imported."""
+    """`"verifier": "/path/evil.py:fn"` in a row is refused and the file never imported."""
     from mmrlvr.cli import main
 
     marker = tmp_path / "ran.txt"
@@ -155,7 +155,7 @@ def test_a_data_row_never_runs_code(tmp_path, capsys, workers):
 
 
 def test_a_task_sample_never_chooses_code(tmp_path):
-    """Item 6 for task data: a sample naming a plug-in is refused unless the config's rewards name it."""
+    """For task data: a sample naming a plug-in is refused unless the config's rewards name it."""
     from mmrlvr.config import ConfigError
     from mmrlvr.validate import check_sample_verifiers
     from mmrlvr.verifiers.score import InProcessScorer

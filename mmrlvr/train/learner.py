@@ -1,0 +1,270 @@
+"""The learner: everything that must match the sampler and the optimizer, in one object.
+
+It owns the policy (wrapped for DDP/FSDP and unwrapped), the KL reference, optimizer, LR schedule,
+accelerator, the sampling temperature and suppressed ids (the log-probs are taken under the
+distribution the sampler drew from) and the micro-batch size. It computes log-probs (current,
+old, reference) and runs `update(batch, advantages, token_weights) -> stats`.
+
+pi_old: with one optimizer step per batch it is the current forward, detached (the ratio is 1).
+With several (dapo, gspo) it is the sampler's log-probs when the sampler is the learner (HF
+engine: they agree to float rounding, and one no-grad forward per step is saved), else one
+no-grad forward of the learner before the update. Rollout correction (`algo.rollout_correction`)
+weighs each token's loss by pi_old / pi_sampler, truncated or masked (`rollout_correction_weights`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+
+from mmrlvr.algos.losses import (
+    aggregate, kl_penalty, masked_mean, policy_loss, rollout_correction_stats, rollout_correction_weights,
+)
+from mmrlvr.algos.sampling import truncation_mask
+from mmrlvr.data.collate import select_rows
+from mmrlvr.train.distributed import all_reduce, all_sum_dict, dummy_vision_pass, rank_world, vision_needs_all_ranks
+from mmrlvr.train.logprobs import completion_logprobs
+from mmrlvr.types import RolloutBatch
+
+
+def micro_rows(n: int, algo) -> int:
+    """Rows per forward: the training micro-batch size, also used by the no-grad forwards."""
+    return max(1, -(-n // max(1, algo.mini_batches * algo.grad_accum)))
+
+
+def loss_mask(batch: RolloutBatch, algo) -> torch.Tensor:
+    """(N, T) float: the sampled tokens, minus truncated completions when `algo.mask_truncated`."""
+    mask = batch.completion_mask.float()
+    return truncation_mask(batch.truncated, mask) if algo.mask_truncated else mask
+
+
+def _has_media(batch: RolloutBatch, rows) -> bool:
+    inputs = batch.prompt_inputs
+    return any(inputs["_n_images"][r] or inputs["_n_videos"][r] for r in rows)
+
+
+def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, with_entropy: bool = False,
+                  entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(len(rows), T) log-probs (and entropies) of some rows under `cfg.rollout.temperature`.
+
+    The forward runs only up to the longest completion among these rows (a causal model's
+    earlier positions do not see the padding after it); the result is padded back to T with 0."""
+    mask = batch.completion_mask[rows]
+    t_all = mask.shape[1]
+    t = max(1, int(mask.sum(1).max()))
+    lp, ent = completion_logprobs(
+        model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows, :t], mask[:, :t],
+        temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
+        entropy_grad=entropy_grad,
+    )
+    if t < t_all:
+        lp = F.pad(lp, (0, t_all - t))
+        ent = F.pad(ent, (0, t_all - t)) if ent is not None else None
+    return lp, ent
+
+
+@torch.no_grad()
+def batch_logprobs(model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> torch.Tensor:
+    """(N, T) log-probs of every row, `micro` rows per forward (default: all at once)."""
+    n = batch.completion_ids.shape[0]
+    micro = micro or n
+    parts = []
+    for s in range(0, n, micro):
+        rows = list(range(s, min(n, s + micro)))
+        if not _has_media(batch, rows) and vision_needs_all_ranks(model, grad=False):
+            dummy_vision_pass(model)  # sharded weights: the all-gather needs every rank
+        parts.append(rows_logprobs(model, batch, rows, cfg, suppress)[0])
+    return torch.cat(parts, dim=0)
+
+
+@dataclasses.dataclass
+class _Targets:
+    """What one update's micro-batches read, all (N, ...) and fixed for the update."""
+
+    adv: torch.Tensor  # (N, 1) or (N, T)
+    mask: torch.Tensor  # (N, T) loss mask
+    old: torch.Tensor | None  # (N, T) pi_old, None: the current forward detached
+    ref: torch.Tensor | None  # (N, T) reference log-probs (KL), None without KL
+    sampler: torch.Tensor | None  # (N, T) the sampler's log-probs
+
+
+class _Stats:
+    """Loss terms summed per optimizer step, per-token means weighted by tokens."""
+
+    def __init__(self):
+        self.summed: dict = {}
+        self.weighted: dict = {}
+        self.tokens = self.updated = 0.0
+
+    def add(self, stats: dict, ntok: float, rows: int) -> None:
+        for k, v in stats.items():
+            if k in ("policy", "kl"):
+                self.summed[k] = self.summed.get(k, 0.0) + float(v)
+            else:
+                self.weighted[k] = self.weighted.get(k, 0.0) + float(v) * ntok
+        self.tokens += ntok
+        self.updated += rows
+
+    def result(self, n: int, steps: int, epochs: int, world: int) -> dict:
+        if world > 1:  # the global batch's statistics, the same on every rank
+            totals = all_sum_dict({**{f"s/{k}": v for k, v in self.summed.items() if k != "grad_norm"},
+                                   **{f"w/{k}": v for k, v in self.weighted.items()}, "tokens": self.tokens,
+                                   "updated": float(self.updated), "n": float(n)})
+            self.summed.update({k[2:]: v for k, v in totals.items() if k.startswith("s/")})
+            self.weighted = {k[2:]: v for k, v in totals.items() if k.startswith("w/")}
+            self.tokens, self.updated, n = totals["tokens"], totals["updated"], totals["n"]
+        means = {k: v / max(self.tokens, 1.0) for k, v in self.weighted.items()}
+        out = {f"actor/{k}": v for k, v in means.items() if not k.startswith("rc_")}
+        out["loss/policy"] = self.summed.get("policy", 0.0) / steps
+        out["loss/kl"] = self.summed.get("kl", 0.0) / steps
+        out["actor/grad_norm"] = self.summed.get("grad_norm", 0.0) / steps
+        out["actor/updated_seqs_frac"] = self.updated / max(n * epochs, 1)
+        for k in ("kl_k1", "kl_k3", "weight_mean", "capped_frac"):
+            if f"rc_{k}" in means:
+                out[f"rollout_correction/{k}"] = means[f"rc_{k}"]
+        for who in ("learner", "sampler"):
+            if f"rc_nll_{who}" in means:
+                out[f"rollout_correction/ppl_{who}"] = math.exp(means[f"rc_nll_{who}"])
+        return out
+
+
+def _denominator(mask: torch.Tensor, aggregation: str) -> torch.Tensor:
+    """What the whole mini-batch divides by, so micro-batches add up to it exactly."""
+    if aggregation == "token-mean":
+        return mask.sum().clamp(min=1)
+    return (mask.sum(1) > 0).sum().clamp(min=1).float()
+
+
+class Learner:
+    """The policy being trained and everything its update needs (see the module docstring).
+
+    `cfg` is the resolved config; `model` the accelerator-prepared policy; `ref_model` a frozen
+    copy (None without KL, or with LoRA: the base with the adapter switched off)."""
+
+    def __init__(self, cfg, model, optimizer, accelerator, suppress_ids, *, scheduler=None, ref_model=None):
+        self.cfg, self.algo = cfg, cfg.algo
+        self.model, self.policy = model, accelerator.unwrap_model(model)
+        self.optimizer, self.scheduler, self.accelerator, self.ref_model = optimizer, scheduler, accelerator, ref_model
+        self.temperature = cfg.rollout.temperature
+        self.suppress_ids = list(suppress_ids)
+        self.sampler_is_learner = cfg.rollout.engine == "hf"
+
+    def micro(self, n: int) -> int:
+        return micro_rows(n, self.algo)
+
+    def logprobs(self, batch: RolloutBatch, micro: int | None = None) -> torch.Tensor:
+        """(N, T) log-probs of the batch under the current policy, no gradient."""
+        return batch_logprobs(self.model, batch, self.cfg, self.suppress_ids, micro)
+
+    def reference_logprobs(self, batch: RolloutBatch, micro: int | None = None) -> torch.Tensor:
+        """Log-probs under the reference policy: a frozen copy, or (LoRA) the base with the adapter off."""
+        if self.ref_model is not None:
+            return batch_logprobs(self.ref_model, batch, self.cfg, self.suppress_ids, micro)
+        with self.policy.disable_adapter():
+            return batch_logprobs(self.model, batch, self.cfg, self.suppress_ids, micro)
+
+    def old_logprobs(self, batch: RolloutBatch, micro: int | None = None) -> torch.Tensor | None:
+        """(N, T) pi_old for several optimizer steps per batch; None with one (the current forward is pi_old)."""
+        if self.algo.ppo_epochs == 1 and self.algo.mini_batches == 1:
+            return None
+        if self.sampler_is_learner and batch.sampler_logprobs is not None:
+            return batch.sampler_logprobs.float()
+        return self.logprobs(batch, micro)
+
+    def _targets(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights) -> _Targets:
+        adv = advantages if token_weights is None else advantages * token_weights.to(advantages.dtype).detach()
+        micro = self.micro(adv.shape[0])
+        if self.algo.rollout_correction != "none" and batch.sampler_logprobs is None:
+            raise ValueError(f"algo.rollout_correction={self.algo.rollout_correction!r} needs the sampler's "
+                             "log-probs, and the rollout engine returned none")
+        return _Targets(adv, loss_mask(batch, self.algo), self.old_logprobs(batch, micro),
+                        self.reference_logprobs(batch, micro) if self.algo.kl_coef > 0 else None,
+                        batch.sampler_logprobs)
+
+    def update(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None = None,
+               *, seed: int = 0) -> dict:
+        """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
+        `grad_accum` micro-batches, then one LR-schedule step. advantages (N, 1); token_weights
+        (N, T) multiply them per token. Sequences with zero advantage (and no KL/entropy term) are
+        skipped in the forward: they add nothing to the gradient, only to the denominator, kept."""
+        algo, world = self.algo, rank_world()[1]
+        lr = self.optimizer.param_groups[0]["lr"]  # the rate this update uses
+        tg = self._targets(batch, advantages, token_weights)
+        n = tg.adv.shape[0]
+        multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
+        # rows that can move the gradient: a non-zero advantage, or a KL/entropy term on every row
+        needed = tg.adv.ne(0).any(dim=1) if (tg.ref is None and not algo.entropy_coef) else torch.ones(n, dtype=torch.bool)
+        stats, steps = _Stats(), 0
+        rng = torch.Generator().manual_seed(seed)
+        for _ in range(algo.ppo_epochs):
+            order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
+            for mb in [mb for mb in torch.tensor_split(order, algo.mini_batches) if len(mb)]:
+                self._minibatch(batch, tg, mb, needed, stats)
+                grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.cfg.train.max_grad_norm)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                stats.summed["grad_norm"] = stats.summed.get("grad_norm", 0.0) + float(grad_norm)
+                steps += 1
+        if self.scheduler is not None:
+            self.scheduler.step()  # once per RL step, like verl
+        return {**stats.result(n, max(steps, 1), algo.ppo_epochs, world), "actor/lr": lr}
+
+    def _minibatch(self, batch: RolloutBatch, tg: _Targets, mb: torch.Tensor, needed: torch.Tensor, stats: _Stats) -> None:
+        """Accumulate one mini-batch's gradient over `grad_accum` micro-batches."""
+        algo, world = self.algo, rank_world()[1]
+        denom = _denominator(tg.mask[mb], algo.aggregation)
+        if world > 1:  # the global mini-batch's tokens (or sequences): all ranks' together
+            denom = torch.full_like(denom, all_reduce([float(denom)])[0].item())
+        active = mb[needed[mb]].tolist()
+        micros = [sorted(m) for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]
+        if world > 1:  # every rank runs grad_accum backward passes: DDP/FSDP/ZeRO stay in step
+            micros += [[]] * (algo.grad_accum - len(micros))
+        for rows in micros:
+            if not rows:  # a zero-weight pass over one row: this rank had nothing to update
+                loss, _, _ = self._micro_loss(batch, [int(mb[0])], tg, denom)
+                self.accelerator.backward(loss * 0.0)
+                continue
+            loss, s, ntok = self._micro_loss(batch, rows, tg, denom)
+            # DDP/FSDP/ZeRO average gradients over ranks; the loss is already divided by the
+            # global denominator, so undo the average to get the global sum
+            self.accelerator.backward(loss * world if world > 1 else loss)
+            stats.add(s, float(ntok), len(rows))
+
+    def _micro_loss(self, batch: RolloutBatch, rows: list[int], tg: _Targets, denom) -> tuple:
+        algo = self.algo
+        lp, ent = rows_logprobs(self.model, batch, rows, self.cfg, self.suppress_ids, with_entropy=True,
+                                entropy_grad=bool(algo.entropy_coef))
+        m = tg.mask[rows].to(lp.device)
+        old_lp = lp.detach() if tg.old is None else tg.old[rows].to(lp.device)
+        correction, rc = self._correction(old_lp, tg.sampler, rows, m)
+        loss, stats = policy_loss(
+            lp, old_lp, tg.adv[rows].to(lp.device), m, clip_low=algo.clip_low, clip_high=algo.clip_high,
+            importance_level=algo.importance_level, aggregation=algo.aggregation,
+            norm_length=algo.norm_length, denominator=denom, correction=correction,
+        )
+        stats["policy"] = loss.detach()
+        if tg.ref is not None:
+            kl = aggregate(kl_penalty(lp, tg.ref[rows].to(lp.device), algo.kl_kind), m, algo.aggregation,
+                           algo.norm_length, denom)
+            loss = loss + algo.kl_coef * kl
+            stats["kl"] = kl.detach()
+        if algo.entropy_coef:
+            loss = loss - algo.entropy_coef * aggregate(ent, m, algo.aggregation, algo.norm_length, denom)
+        stats["entropy"] = masked_mean(ent.detach(), m)
+        stats.update(rc)
+        if not _has_media(batch, rows) and vision_needs_all_ranks(self.model, grad=True):
+            loss = loss + dummy_vision_pass(self.model).to(loss.device)  # keeps every rank's vision tower in step
+        return loss, stats, m.sum()
+
+    def _correction(self, old_lp, sampler, rows, m) -> tuple[torch.Tensor | None, dict]:
+        """Rollout-correction weights of these rows (None for `none`) and the drift statistics."""
+        if sampler is None:
+            return None, {}
+        s = sampler[rows].to(old_lp.device)
+        mode, cap = self.algo.rollout_correction, self.algo.rollout_correction_cap
+        w = rollout_correction_weights(old_lp, s, m, mode, cap)
+        rc = rollout_correction_stats(old_lp, s, m, w, mode, cap)
+        return (None if mode == "none" else w), {f"rc_{k}": v for k, v in rc.items()}

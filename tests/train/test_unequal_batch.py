@@ -1,0 +1,51 @@
+"""A collect-time strategy that adds a group of another size (as a demonstration or a hinted
+prompt would): the batch holds it NaN-padded, the advantages are each group's own, the update runs."""
+
+import dataclasses
+
+import pytest
+import torch
+from accelerate import Accelerator
+
+from mmrlvr.algos.advantages import ADVANTAGES
+from mmrlvr.algos.presets import resolve_config
+from mmrlvr.config import load_config
+from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.tasks import load_task
+from mmrlvr.train.learner import Learner
+from mmrlvr.train.step import STRATEGIES, PromptStream, advantages_for, collect
+from mmrlvr.verifiers.score import InProcessScorer
+
+
+def add_pair_of_first_prompt(rnd, ctx):
+    """Append a 2-completion group: the first prompt again with its first two completions, rewards 1 and 0."""
+    comps = rnd.out.completions[:2]
+    lps = [rnd.out.sampler_logprobs[i, : len(c.token_ids)] for i, c in enumerate(comps)]
+    group = (rnd.prompts[0], comps, torch.tensor([1.0, 0.0]), rnd.verdicts[:2], lps)
+    return dataclasses.replace(rnd, extra_groups=[*rnd.extra_groups, group])
+
+
+def test_a_strategy_group_of_another_size_is_trained_on(tiny):
+    model, processor = tiny
+    cfg = resolve_config(load_config(None, ["rollout.prompts_per_step=3", "rollout.group_size=4",
+                                            "rollout.max_new_tokens=6", "verifier_workers=0"]))
+    engine = HFRolloutEngine(model, processor)
+    batch = collect(engine, PromptStream(load_task("counting", "train", 6, 0), 0), InProcessScorer(), cfg,
+                    seed=0, strategies=(*STRATEGIES, add_pair_of_first_prompt))
+    assert batch.group_sizes == [4, 4, 4, 2] and batch.completion_ids.shape[0] == 14
+    assert batch.rewards.shape == (4, 4) and torch.isnan(batch.rewards[3, 2:]).all()
+    assert batch.sample_ids[3] == batch.sample_ids[0] and batch.sampler_logprobs.shape == batch.completion_ids.shape
+    assert [s for s, _ in batch.scored][-1] == batch.sample_ids[0]  # the source hears about it too
+    batch.rewards[:3] = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 1.0, 1.0]])
+    adv, _ = advantages_for(batch, cfg)
+    # rows 12-13 are the pair: grpo of [1, 0] alone is [+0.7071, -0.7071] ((r - 0.5) / std 0.7071)
+    assert adv[12:, 0].tolist() == pytest.approx([0.70710, -0.70710], abs=1e-4)
+    alone = ADVANTAGES.get("grpo")(batch.rewards[:3]).reshape(-1)
+    assert torch.allclose(adv[:12, 0], alone)
+    # the prompt inputs have one row per completion: prompt 0 repeated for the pair
+    assert batch.prompt_inputs["input_ids"].shape[0] == 14
+    assert torch.equal(batch.prompt_inputs["input_ids"][12], batch.prompt_inputs["input_ids"][0])
+    stats = Learner(cfg, model, torch.optim.SGD(model.parameters(), lr=0.0), Accelerator(cpu=True),
+                    engine.suppress_ids).update(batch, adv, seed=0)
+    torch.set_num_threads(1)
+    assert stats["actor/updated_seqs_frac"] == pytest.approx(10 / 14)  # the all-zero group is skipped
