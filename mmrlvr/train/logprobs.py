@@ -7,6 +7,7 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import model_kwargs, select_rows
+from mmrlvr.models.adapters import features_per_row, model_adapter
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
           ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
@@ -22,30 +23,33 @@ def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
 
     Rows of a group repeat one prompt; the vision tower then runs B times instead of B * G, and
     the gradient through the shared features is the sum over the group, exactly as if each row
-    had been encoded on its own. None when the inputs or the model do not allow it.
+    had been encoded on its own. Which inputs the encoder takes and how its output is split per
+    item is the family's (`mmrlvr.models.adapters`). None when the inputs or the model do not
+    allow it (then every row is encoded with its own copy of the media).
     """
     inner = _unwrap(model)
     if "_base" not in prompt_inputs or not getattr(inner, "_supports_mm_encoder_outputs", lambda: False)():
         return None
-    from transformers.modeling_outputs import BaseModelOutputWithPooling
-
+    adapter = model_adapter(inner)
     rows = prompt_inputs["_row_prompt"]
     uniq = sorted(set(rows))
     sub = select_rows(prompt_inputs["_base"], uniq)
     out = {}
-    for modality, pix, grid, counts in _MEDIA:
+    for modality, counts in (("image", "_n_images"), ("video", "_n_videos")):
+        keys = adapter.feature_inputs.get(modality)
+        pix = "pixel_values" if modality == "image" else "pixel_values_videos"
         if pix not in sub:
             continue
         fn = getattr(inner.model, f"get_{modality}_features", None)
-        if fn is None:
+        if fn is None or keys is None or any(k not in sub for k in keys):
             return None
         device = next(inner.parameters()).device
-        feats = fn(sub[pix].to(device), sub[grid].to(device), return_dict=True).pooler_output
-        if not isinstance(feats, (list, tuple)) or len(feats) != sum(sub[counts]):
-            return None  # a model that does not give one feature block per image: encode per row
+        encoded = fn(*(sub[k].to(device) for k in keys), return_dict=True)
+        if len(encoded.pooler_output) != sum(sub[counts]):
+            return None  # a model that does not give one feature block per item: encode per row
         starts = {p: sum(sub[counts][:i]) for i, p in enumerate(uniq)}
-        per_row = [feats[starts[p] + j] for p in rows for j in range(prompt_inputs["_base"][counts][p])]
-        out[modality] = BaseModelOutputWithPooling(pooler_output=tuple(per_row))
+        index = [starts[p] + j for p in rows for j in range(prompt_inputs["_base"][counts][p])]
+        out[modality] = features_per_row(encoded, index)
     return out
 
 
@@ -59,9 +63,9 @@ def join_prompt_completion(
     completion_mask = completion_mask.to(device)
     kw["input_ids"] = torch.cat([kw["input_ids"], completion_ids], dim=1)
     kw["attention_mask"] = torch.cat([kw["attention_mask"], completion_mask.to(kw["attention_mask"].dtype)], dim=1)
-    if "mm_token_type_ids" in kw:
-        mm = kw["mm_token_type_ids"]
-        kw["mm_token_type_ids"] = torch.cat([mm, torch.zeros_like(completion_ids, dtype=mm.dtype)], dim=1)
+    for key in ("mm_token_type_ids", "token_type_ids"):  # per-token media markers: completions are text
+        if key in kw:
+            kw[key] = torch.cat([kw[key], torch.zeros_like(completion_ids, dtype=kw[key].dtype)], dim=1)
     return kw
 
 
@@ -145,8 +149,8 @@ def completion_logprobs(
     kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask, next(model.parameters()).device)
     shared = shared_media_outputs(model, prompt_inputs)
     if shared:
-        for _, pix, _, _ in _MEDIA:
-            kw.pop(pix, None)  # the grids stay: they place the media in the 3-D positions
+        for key in ("pixel_values", "pixel_values_videos", "pixel_attention_mask"):
+            kw.pop(key, None)  # the grids stay: they place the media in the 3-D positions
         kw["mm_encoder_outputs"] = shared
     t = completion_ids.shape[1]
     out = model(**kw, logits_to_keep=t + 1, use_cache=False)
