@@ -96,3 +96,17 @@ def features_per_row(encoded, index: list[int]):
     if deep is not None:
         out.deepstack_features = [_pick(f, index) for f in deep]
     return out
+
+
+def blackout_patches(x, prob: float, gen, fill=None, patch: int = 14):
+    """Images laid out as (..., C, H, W) with each `patch` x `patch` square blacked out with
+    probability `prob`: the per-image-layout counterpart of dropping rows of Qwen's flat patches.
+    `fill` is the per-channel value of a black pixel (C,), zeros if None."""
+    import torch
+
+    *lead, c, h, w = x.shape
+    ph, pw = -(-h // patch), -(-w // patch)
+    drop = torch.rand((*lead, 1, ph, pw), generator=gen) < prob
+    drop = drop.repeat_interleave(patch, -2).repeat_interleave(patch, -1)[..., :h, :w]
+    value = torch.zeros(c) if fill is None else fill.to(torch.float)
+    return torch.where(drop, value.to(x.dtype).view(c, 1, 1), x)
