@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 import torch
@@ -16,6 +17,17 @@ _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
 def _unwrap(model):
     model = getattr(model, "module", model)  # DDP
     return model.get_base_model() if hasattr(model, "get_base_model") else model  # peft
+
+
+_logged: set[tuple[str, str]] = set()
+
+
+def _per_row(model_type: str, why: str) -> None:
+    """Log once per family and reason that its media are encoded per row (correct, only slower)."""
+    if (model_type, why) not in _logged:
+        _logged.add((model_type, why))
+        logging.getLogger(__name__).warning("%s: media encoded once per row, not once per group: %s", model_type, why)
+    return None
 
 
 def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
@@ -42,11 +54,12 @@ def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
             continue
         fn = getattr(inner.model, f"get_{modality}_features", None)
         if fn is None or keys is None or any(k not in sub for k in keys):
-            return None
+            return _per_row(adapter.model_type, f"no {modality} encoder inputs known for this family")
         device = next(inner.parameters()).device
         encoded = fn(*(sub[k].to(device) for k in keys), return_dict=True)
-        if len(encoded.pooler_output) != sum(sub[counts]):
-            return None  # a model that does not give one feature block per item: encode per row
+        if len(encoded.pooler_output) != sum(sub[counts]):  # not one feature block per item
+            return _per_row(adapter.model_type, f"{len(encoded.pooler_output)} {modality} feature blocks "
+                                                f"for {sum(sub[counts])} items")
         starts = {p: sum(sub[counts][:i]) for i, p in enumerate(uniq)}
         index = [starts[p] + j for p in rows for j in range(prompt_inputs["_base"][counts][p])]
         out[modality] = features_per_row(encoded, index)

@@ -74,3 +74,22 @@ def test_unknown_tiny_family_is_named_before_loading():
 
     with pytest.raises(ValueError, match="tiny:blip.*known: tiny:qwen2_5_vl"):
         checkpoint_path("tiny:blip")
+
+
+def test_a_family_without_media_once_falls_back_per_row_with_a_logged_reason(family_policy, monkeypatch, caplog):
+    import dataclasses
+
+    from mmrlvr.models import adapters
+    from mmrlvr.train import logprobs
+
+    model, processor = family_policy("gemma3")
+    engine = HFRolloutEngine(model, processor)
+    out = engine.rollout(_samples(), 2, RolloutConfig(max_new_tokens=4), seed=1)
+    inputs = repeat_prompts(out.prompt_inputs, 2)
+    monkeypatch.setitem(adapters.ADAPTERS, "gemma3", dataclasses.replace(adapters.ADAPTERS["gemma3"], feature_inputs={}))
+    monkeypatch.setattr(logprobs, "_logged", set())
+    with torch.no_grad(), caplog.at_level("WARNING"):
+        assert shared_media_outputs(model, inputs) is None
+        lp, _ = completion_logprobs(model, inputs, out.completion_ids, out.completion_mask)
+    assert "gemma3: media encoded once per row, not once per group: no image encoder inputs" in caplog.text
+    assert torch.isfinite(lp[out.completion_mask.bool()]).all()
