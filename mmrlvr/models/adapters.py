@@ -14,6 +14,7 @@ An unknown `model_type` gets the Qwen2.5-VL adapter (what every model got before
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 QWEN_MEDIA_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
@@ -44,6 +45,7 @@ class Adapter:
 _QWEN = dict(media_tokens=QWEN_MEDIA_TOKENS, layout="grid",
              feature_inputs={"image": ("pixel_values", "image_grid_thw"),
                              "video": ("pixel_values_videos", "video_grid_thw")})
+_TILE_TAGS = tuple(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7))  # Idefics3 image splitting
 ADAPTERS = {
     "qwen2_5_vl": Adapter("qwen2_5_vl", **_QWEN),
     "qwen2_vl": Adapter("qwen2_vl", **_QWEN),
@@ -51,18 +53,19 @@ ADAPTERS = {
     "gemma3": Adapter("gemma3", ("<start_of_image>", "<end_of_image>", "<image_soft_token>"), "per_image",
                       {"image": ("pixel_values",)}, token_keys=("token_type_ids",), nested_images=True,
                       vision_module="vision_tower"),
-    "idefics3": Adapter("idefics3", ("<fake_token_around_image>", "<image>", "<global-img>"), "per_row",
+    "idefics3": Adapter("idefics3", ("<fake_token_around_image>", "<image>", "<global-img>", *_TILE_TAGS), "per_row",
                         {"image": ("pixel_values", "pixel_attention_mask")}, token_keys=(), nested_images=True,
                         vision_module="vision_model", language_module="text_model"),
     "llava_onevision": Adapter("llava_onevision", ("<image>", "<video>"), "per_image",
                                {"image": ("pixel_values", "image_sizes")}, token_keys=(),
                                per_image_keys=("image_sizes",), vision_module="vision_tower"),
 }
+ADAPTERS["smolvlm"] = dataclasses.replace(ADAPTERS["idefics3"], model_type="smolvlm")  # Idefics3's layout
 
 
 def adapter_for(model_type: str | None) -> Adapter:
     """The family's adapter; `*_text`/`*_moe` variants share their family's."""
-    mt = (model_type or "").removesuffix("_moe")
+    mt = (model_type or "").removesuffix("_text").removesuffix("_moe")
     return ADAPTERS.get(mt) or ADAPTERS["qwen2_5_vl"]
 
 
