@@ -29,20 +29,25 @@ def _config_media_ids(config) -> set[int]:
     return ids
 
 
-def _samples(n: int = 2):
-    # counting boards of two different prompts (the second group sees another image)
+VIDEO_FAMILIES = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "llava_onevision")  # processors that take video
+
+
+def _samples(n: int = 2, media: str = "image"):
+    # two different prompts (the second group sees another image / clip)
+    if media == "video":
+        return load_task("video_motion", "train", n, seed=3, frames=4)
     return load_task("counting", "train", n, seed=3)
 
 
-@pytest.mark.parametrize("model_type", FAMILIES)
-def test_sampler_learner_and_media_once_logprobs_agree(model_type, family_policy):
+@pytest.mark.parametrize("model_type,media", [(f, "image") for f in FAMILIES] + [(f, "video") for f in VIDEO_FAMILIES])
+def test_sampler_learner_and_media_once_logprobs_agree(model_type, media, family_policy):
     model, processor = family_policy(model_type)
     assert model.config.model_type == model_type
     engine = HFRolloutEngine(model, processor)
     # every media token the config names is suppressed when sampling
     assert _config_media_ids(model.config) <= set(engine.suppress_ids), model_type
     sampling = RolloutConfig(temperature=0.7, max_new_tokens=7)  # not 1.0: a missing temperature shows
-    out = engine.rollout(_samples(), G, sampling, seed=5, return_logprobs=True)
+    out = engine.rollout(_samples(media=media), G, sampling, seed=5, return_logprobs=True)
     assert not set(out.completion_ids[out.completion_mask.bool()].tolist()) & set(engine.suppress_ids)
     inputs = repeat_prompts(out.prompt_inputs, G)
     model.eval()

@@ -53,7 +53,7 @@ def test_two_grpo_steps_resume_exactly_and_load(model_type, tmp_path):
         torch.testing.assert_close(loaded[k], second[k], rtol=0, atol=0, msg=k)
 
 
-@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen3_vl"])
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen3_vl", "llava_onevision"])  # processors that take video
 def test_two_grpo_steps_on_video(model_type, tmp_path):
     run = tmp_path / "video"
     _run("configs/video_motion_tiny.yaml", run, model_type,
