@@ -57,7 +57,7 @@ ADAPTERS = {
                         {"image": ("pixel_values", "pixel_attention_mask")}, token_keys=(), nested_images=True,
                         vision_module="vision_model", language_module="text_model"),
     "llava_onevision": Adapter("llava_onevision", ("<image>", "<video>"), "per_image",
-                               {"image": ("pixel_values", "image_sizes")}, token_keys=(),
+                               {"image": ("pixel_values", "image_sizes"), "video": ("pixel_values_videos",)}, token_keys=(),
                                per_image_keys=("image_sizes",), vision_module="vision_tower"),
 }
 ADAPTERS["smolvlm"] = dataclasses.replace(ADAPTERS["idefics3"], model_type="smolvlm")  # Idefics3's layout
