@@ -7,7 +7,8 @@ What differs between VLM families where RL code breaks silently:
   completion,
 - how `pixel_values` are laid out (so a batch's rows can be selected with their media),
 - which inputs `get_{image,video}_features` takes (so each prompt's media is encoded once per group),
-- where LoRA attaches (the language model's projections) and which module is the vision tower.
+- where LoRA attaches (the language model's projections) and which module is the vision tower,
+- the token that ends an assistant turn (warm-start targets end with it).
 An unknown `model_type` gets the Qwen2.5-VL adapter (what every model got before families).
 """
 
@@ -32,6 +33,7 @@ class Adapter:
     nested_images: bool = False  # the processor wants images as one list per prompt
     vision_module: str = "visual"  # attribute of `model.model` holding the vision tower (+ projector)
     language_module: str = "language_model"  # LoRA targets projections under this module only
+    turn_end: str = "<|im_end|>"  # ends an assistant turn: teacher targets end with it, sampling stops at it
 
     @property
     def lora_target(self) -> str:
@@ -52,10 +54,10 @@ ADAPTERS = {
     "qwen3_vl": Adapter("qwen3_vl", **_QWEN),  # deepstack features travel with the pooled ones
     "gemma3": Adapter("gemma3", ("<start_of_image>", "<end_of_image>", "<image_soft_token>"), "per_image",
                       {"image": ("pixel_values",)}, token_keys=("token_type_ids",), nested_images=True,
-                      vision_module="vision_tower"),
+                      vision_module="vision_tower", turn_end="<end_of_turn>"),
     "idefics3": Adapter("idefics3", ("<fake_token_around_image>", "<image>", "<global-img>", *_TILE_TAGS), "per_row",
                         {"image": ("pixel_values", "pixel_attention_mask")}, token_keys=(), nested_images=True,
-                        vision_module="vision_model", language_module="text_model"),
+                        vision_module="vision_model", language_module="text_model", turn_end="<end_of_utterance>"),
     "llava_onevision": Adapter("llava_onevision", ("<image>", "<video>"), "per_image",
                                {"image": ("pixel_values", "image_sizes"), "video": ("pixel_values_videos",)}, token_keys=(),
                                per_image_keys=("image_sizes",), vision_module="vision_tower"),

@@ -98,3 +98,18 @@ def test_a_family_without_media_once_falls_back_per_row_with_a_logged_reason(fam
         lp, _ = completion_logprobs(model, inputs, out.completion_ids, out.completion_mask)
     assert "gemma3: media encoded once per row, not once per group: no image encoder inputs" in caplog.text
     assert torch.isfinite(lp[out.completion_mask.bool()]).all()
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_warm_start_targets_end_with_a_token_sampling_stops_at(model_type, family_policy, monkeypatch):
+    """A teacher target ending in another family's end-of-turn text teaches the policy to write
+    that text and never stop (seen: Gemma 3 wrote "<|im_end" and was truncated every time)."""
+    from mmrlvr.train import sft
+
+    model, processor = family_policy(model_type)
+    seen = []
+    real = sft.target_ids
+    monkeypatch.setattr(sft, "target_ids", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    sft.sft_loss(model, processor, _samples())
+    stops = HFRolloutEngine(model, processor).stop_ids
+    assert all(row[-1] in stops for row in seen[0]), (model_type, processor.tokenizer.decode(seen[0][0]))
