@@ -23,7 +23,9 @@ from mmrlvr.config_limits import MAX_CONFIG_VALUES, check_expanded_size, short  
 @dataclass
 class ModelConfig:
     path: str = "tiny"
-    """A local directory or hub name for AutoModelForImageTextToText; "tiny" = the embedded default."""
+    """A local directory or hub name for AutoModelForImageTextToText; "tiny" = the embedded default
+    (a tiny Qwen2.5-VL); "tiny:<model_type>" = a tiny random model of that family built offline
+    (qwen2_5_vl, qwen2_vl, qwen3_vl, gemma3, idefics3, llava_onevision; README "Model families")."""
     dtype: str = "float32"
     """float32 on CPU; bfloat16 on GPUs."""
     attn_implementation: str = "sdpa"

@@ -332,6 +332,14 @@ def _model_dir_ok(path: str) -> str | None:
     """Why `path` is neither the embedded model, a local directory nor a hub name, else None."""
     if path == "tiny":
         return None
+    if path.startswith("tiny:"):
+        from mmrlvr.models.families import tiny_model_type
+
+        try:
+            tiny_model_type(path)
+        except ValueError as exc:
+            return str(exc).split(": ", 1)[1]
+        return None
     local = Path(path).expanduser()
     if local.exists():
         return None if local.is_dir() else "a model directory, not a file"
@@ -340,7 +348,7 @@ def _model_dir_ok(path: str) -> str | None:
     try:
         validate_repo_id(path)
     except HFValidationError:
-        return "'tiny', an existing local directory or a hub name (owner/name); no such directory"
+        return "'tiny' (or 'tiny:<model_type>'), an existing local directory or a hub name (owner/name); no such directory"
     return None
 
 

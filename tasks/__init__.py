@@ -41,8 +41,10 @@ def load_task(name: str, split: str, size: int, seed: int, **args) -> list[Sampl
 
 def model_type_of(path: str) -> str | None:
     """`config.model_type` of a model path ("tiny", a local directory or a hub name), or None."""
-    if path == "tiny":
-        return "qwen2_5_vl"  # the embedded default is a tiny Qwen2.5-VL
+    from mmrlvr.models.families import is_tiny, tiny_model_type
+
+    if is_tiny(path):
+        return tiny_model_type(path)  # "tiny" is a tiny Qwen2.5-VL; "tiny:<model_type>" names its family
     config = Path(path).expanduser() / "config.json"
     if config.is_file():
         return json.loads(config.read_text()).get("model_type")

@@ -3,8 +3,10 @@
 The sample's `reference` is the box `[x1, y1, x2, y2]` in pixels of the ORIGINAL image. `meta`
 carries `image_size` (original width, height), `input_size` (the processor-resized size, filled
 in when the batch is encoded) and `box_format`, the coordinates the model answers in:
-- `norm1000`: relative 0-1000 units (Qwen2-VL, Qwen3-VL),
-- `absolute`: pixels of the processor-resized image (Qwen2.5-VL, and the embedded tiny model).
+- `norm1000`: relative 0-1000 units (Qwen2-VL, Qwen3-VL, InternVL, Gemma 3),
+- `norm1`: relative 0-1 units (LLaVA-OneVision, Idefics3/SmolVLM),
+- `absolute`: pixels of the processor-resized image (Qwen2.5-VL, and the embedded tiny model);
+the table is `mmrlvr.verifiers.grounding.FAMILY_BOX_FORMATS`.
 `coords: auto` picks by the model's `config.model_type`; set `coords` to override.
 
 Real data (`data:` set): RefCOCO-style rows (`image`, a referring expression in `question`, a box
@@ -40,6 +42,7 @@ from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messa
 from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
+from mmrlvr.verifiers.grounding import FAMILY_BOX_FORMATS, family_box_format
 
 COLUMNS = {
     "image": ["image", "images", "filename", "file_name", "imgname", "image_path"],
@@ -49,8 +52,9 @@ COLUMNS = {
     "id": ["id", "ann_id", "question_id"],
     "prompt": ["prompt"],  # the whole user text, when the data carries it (TRL style)
 }
-CONVENTIONS = {"qwen2_vl": "norm1000", "qwen3_vl": "norm1000", "qwen3_vl_moe": "norm1000", "qwen2_5_vl": "absolute"}
-UNITS = {"norm1000": "relative coordinates from 0 to 1000", "absolute": "pixels of the image"}
+CONVENTIONS = FAMILY_BOX_FORMATS  # per model family, documented in mmrlvr.verifiers.grounding
+UNITS = {"norm1000": "relative coordinates from 0 to 1000", "norm1": "relative coordinates from 0 to 1",
+         "absolute": "pixels of the image"}
 SHAPES = ("circle", "square", "triangle")
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30)}
 GRID, CELL, SIZE, SHAPE = 4, 28, 112, 16
@@ -63,7 +67,7 @@ def box_format_for(coords: str, model_type: str | None) -> str:
         if coords not in UNITS:
             raise ValueError(f"coords {coords!r} unknown; known: auto, {', '.join(UNITS)}")
         return coords
-    return CONVENTIONS.get(model_type or "qwen2_5_vl", "absolute")
+    return family_box_format(model_type)
 
 
 def _prompt(what: str, fmt: str, several: bool, template: str) -> str:
@@ -186,8 +190,10 @@ def _draw(placed: tuple, ramp: bool = True) -> Image.Image:
     return img
 
 
-def _in_format(box: list[float], fmt: str) -> list[int]:
+def _in_format(box: list[float], fmt: str) -> list[float]:
     """A synthetic box in the model's units (112x112 images are not resized by Qwen processors)."""
+    if fmt == "norm1":  # two decimals, as LLaVA's grounding data writes them
+        return [round(v / SIZE, 2) for v in box]
     scale = 1000.0 / SIZE if fmt == "norm1000" else 1.0
     return [round(v * scale) for v in box]
 

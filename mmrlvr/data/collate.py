@@ -14,6 +14,7 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.media import MediaError, decode_video, describe, fit_total_pixels, load_image, processor_metadata
+from mmrlvr.models.adapters import adapter_for
 from mmrlvr.types import Sample
 
 
@@ -36,8 +37,12 @@ def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
     videos = [v for s in samples for v in s.videos]
     processor.tokenizer.padding_side = "left"
     kwargs: dict = {"text": prompt_texts(processor, samples), "padding": True, "return_tensors": "pt"}
+    adapter = adapter_for(getattr(processor, "model_type", None))
     if images:
         kwargs["images"] = images
+        if adapter.nested_images:  # one list per prompt
+            it = iter(images)
+            kwargs["images"] = [[next(it) for _ in s.images] for s in samples]
     if videos:
         kwargs.update(video_inputs(processor, samples))
     try:
@@ -46,6 +51,7 @@ def encode_prompts(processor, samples: Sequence[Sample]) -> dict:
         names = ", ".join(f"{s.id} ({', '.join(describe(m) for m in (*s.images, *s.videos))})" for s in samples
                           if s.images or s.videos)
         raise MediaError(f"the processor refused the media of sample(s) {names[:300]}: {str(exc)[:200]}") from None
+    inputs["_model_type"] = adapter.model_type
     if images:
         record_image_sizes(processor, samples, images, inputs.get("image_grid_thw"))
     inputs["_n_images"] = [len(s.images) for s in samples]
@@ -112,22 +118,40 @@ def repeat_prompts(inputs: dict, g: int) -> dict:
 
 
 def select_rows(inputs: dict, rows: list[int]) -> dict:
-    """Keep the given sequences (and their media) of a batch of prompt inputs."""
-    out = {k: inputs[k][rows] for k in ("input_ids", "attention_mask", "mm_token_type_ids") if k in inputs}
+    """Keep the given sequences (and their media) of a batch of prompt inputs.
+
+    Media follow the family's layout (`mmrlvr.models.adapters`): Qwen's flat patches split per
+    item by `*_grid_thw`, one entry per image (Gemma 3, LLaVA-OneVision), or per row (Idefics3)."""
+    adapter = adapter_for(inputs.get("_model_type"))
+    row_keys = ("input_ids", "attention_mask", *adapter.token_keys)
+    if adapter.layout == "per_row":
+        row_keys += ("pixel_values", "pixel_attention_mask")
+    out = {k: inputs[k][rows] for k in dict.fromkeys(("input_ids", "attention_mask", "mm_token_type_ids", *row_keys))
+           if k in inputs}
     for kind, counts in (("image", inputs["_n_images"]), ("video", inputs["_n_videos"])):
         pix, grid = f"pixel_values{'_videos' if kind == 'video' else ''}", f"{kind}_grid_thw"
-        if pix not in inputs:
+        if pix not in inputs or pix in out:
             continue
-        per_media = list(torch.split(inputs[pix], inputs[grid].prod(dim=1).tolist()))
         starts = [0, *itertools.accumulate(counts)]
         keep = [j for r in rows for j in range(starts[r], starts[r] + counts[r])]
-        if keep:
-            out[pix] = torch.cat([per_media[j] for j in keep])
-            out[grid] = inputs[grid][keep]
-            if kind == "video" and "second_per_grid_ts" in inputs:  # one per video, not per row
-                out["second_per_grid_ts"] = torch.as_tensor(inputs["second_per_grid_ts"])[keep]
+        if not keep:
+            continue
+        if adapter.layout == "per_image":
+            for key in (pix, *(adapter.per_image_keys if kind == "image" else ())):
+                if key in inputs:
+                    out[key] = inputs[key][keep]
+            if kind == "image" and "batch_num_images" in inputs:
+                out["batch_num_images"] = torch.tensor([counts[r] for r in rows])
+            continue
+        per_media = list(torch.split(inputs[pix], inputs[grid].prod(dim=1).tolist()))
+        out[pix] = torch.cat([per_media[j] for j in keep])
+        out[grid] = inputs[grid][keep]
+        if kind == "video" and "second_per_grid_ts" in inputs:  # one per video, not per row
+            out["second_per_grid_ts"] = torch.as_tensor(inputs["second_per_grid_ts"])[keep]
     out["_n_images"] = [inputs["_n_images"][r] for r in rows]
     out["_n_videos"] = [inputs["_n_videos"][r] for r in rows]
+    if "_model_type" in inputs:
+        out["_model_type"] = inputs["_model_type"]
     if "_base" in inputs:
         out["_base"] = inputs["_base"]
         out["_row_prompt"] = [inputs["_row_prompt"][r] for r in rows]

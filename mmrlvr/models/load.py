@@ -7,17 +7,19 @@ from pathlib import Path
 import torch
 
 from mmrlvr.config import ModelConfig
-from mmrlvr.models.tiny import TINY_NAME, ensure_tiny
+from mmrlvr.models.adapters import adapter_for, vision_tower
+from mmrlvr.models.families import ensure_family, is_tiny, tiny_model_type
+from mmrlvr.models.tiny import TINY_NAME
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def resolve_model_path(path: str) -> str:
-    """"tiny" -> the embedded default's directory (built on first use); a local directory -> its
+    """"tiny" / "tiny:<model_type>" -> the embedded model's directory (built on first use); a local directory -> its
     absolute path (so a LoRA adapter saved from it names a base that loads from anywhere); a hub
     name unchanged."""
-    if path == TINY_NAME:
-        return str(ensure_tiny().resolve())
+    if is_tiny(path):
+        return str(ensure_family(path).resolve())
     local = Path(path).expanduser()
     return str(local.resolve()) if local.is_dir() else path
 
@@ -26,7 +28,8 @@ def checkpoint_path(path: str) -> str:
     """Check a user-given model directory before anything loads: "tiny", a local directory, or a
     hub name (`org/name`); a path that looks local but is missing is an error that says so,
     instead of a hub connection error."""
-    if path == TINY_NAME:
+    if is_tiny(path):
+        tiny_model_type(path)  # an unknown family is named here, before anything loads
         return path
     local = Path(path).expanduser()
     if local.is_dir():
@@ -84,6 +87,9 @@ def _load_processor(path: str, cfg: ModelConfig):
         proc_kwargs["size"] = size
     processor = AutoProcessor.from_pretrained(path, **proc_kwargs)
     processor.tokenizer.padding_side = "left"
+    from transformers import AutoConfig
+
+    processor.model_type = AutoConfig.from_pretrained(path).model_type  # picks the family's adapter
     _set_video_limits(processor, cfg)
     return processor
 
@@ -105,7 +111,7 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
     )
     processor = _load_processor(path, cfg)
     if cfg.freeze_vision:
-        visual = getattr(getattr(model, "model", model), "visual", None)
+        visual = vision_tower(model)
         if visual is not None:
             visual.requires_grad_(False)
     if cfg.gradient_checkpointing:
@@ -137,6 +143,6 @@ def _wrap_lora(model, cfg: ModelConfig):
     lora = LoraConfig(
         r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
         # language-model projections only: the vision tower keeps its own weights
-        target_modules=r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)",
+        target_modules=adapter_for(model.config.model_type).lora_target,
     )
     return get_peft_model(model, lora)

@@ -11,15 +11,16 @@ import torch
 
 from mmrlvr.data.collate import encode_prompts, model_kwargs
 from mmrlvr.models.wrapping import base_model, params_sharded
+from mmrlvr.models.adapters import QWEN_MEDIA_TOKENS, adapter_for, model_adapter
 from mmrlvr.types import Completion, Sample
 
-VISION_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
+VISION_TOKENS = QWEN_MEDIA_TOKENS
 
 
-def vision_token_ids(tokenizer) -> list[int]:
-    """Ids a policy must never sample: feeding them back breaks the image-token bookkeeping."""
-    vocab = tokenizer.get_vocab()
-    return sorted(vocab[t] for t in VISION_TOKENS if t in vocab)
+def vision_token_ids(tokenizer, model_type: str | None = None) -> list[int]:
+    """Ids a policy must never sample: feeding them back breaks the image-token bookkeeping.
+    Which tokens these are is the family's (`mmrlvr.models.adapters`; Qwen's without a type)."""
+    return adapter_for(model_type).media_token_ids(tokenizer)
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
@@ -182,7 +183,7 @@ class HFRolloutEngine:
         self.model = model
         self.processor = processor
         tok = processor.tokenizer
-        self.suppress_ids = vision_token_ids(tok)
+        self.suppress_ids = model_adapter(model).media_token_ids(tok)
         self.stop_ids = stop_token_ids(tok, getattr(model, "generation_config", None))
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
 

@@ -55,7 +55,7 @@ class VLLMRolloutEngine:
 
         self.processor = processor
         tok = processor.tokenizer
-        self.suppress_ids = vision_token_ids(tok)
+        self.suppress_ids = vision_token_ids(tok, model_config.model_type)  # the family's media tokens
         self.stop_ids = stop_token_ids(tok)
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
         self.allowed_ids = allowed_token_ids(model_vocab_size(model_config), self.suppress_ids)

@@ -1,4 +1,5 @@
-"""transformers <-> vLLM parameter names for Qwen2-VL, Qwen2.5-VL and Qwen3-VL, in one place.
+"""transformers <-> vLLM parameter names for Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3, Idefics3 and
+LLaVA-OneVision, in one place.
 
 Weight sync hands vLLM (name, tensor) pairs in the *checkpoint* naming that vLLM's
 `model.load_weights` accepts; vLLM then renames them with its `hf_to_vllm_mapper` and packs
@@ -6,8 +7,10 @@ q/k/v and gate/up projections into its fused parameters. `checkpoint_name` produ
 (peft wrappers stripped); `vllm_param_name` reproduces vLLM's renaming and packing, so that the
 engine can check at start-up that every policy weight lands on a vLLM parameter (a name that
 lands nowhere would otherwise leave vLLM sampling from stale weights), and so that the mapping
-has a CPU test. Mirrors vLLM's `vllm/model_executor/models/qwen2_vl.py`, `qwen2_5_vl.py` and
-`qwen3_vl.py` (`hf_to_vllm_mapper`, `packed_modules_mapping`, vision `stacked_params_mapping`).
+has a CPU test. Mirrors vLLM's `vllm/model_executor/models/qwen2_vl.py`, `qwen2_5_vl.py`,
+`qwen3_vl.py`, `gemma3_mm.py`, `idefics3.py` and `llava_onevision.py` (`hf_to_vllm_mapper`,
+`packed_modules_mapping`, vision `stacked_params_mapping`; SigLIP and Idefics3 vision attention
+pack q/k/v into `qkv_proj` in vLLM).
 """
 
 from __future__ import annotations
@@ -16,18 +19,34 @@ import re
 
 from mmrlvr.models.wrapping import unwrap
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3", "idefics3", "llava_onevision")
 
 # checkpoint prefix -> vLLM prefix; the first match wins, so specific prefixes come first.
 # "model.language_model." / "model.visual." are transformers >= 4.52 names (what transformers 5
 # saves); "model." / "visual." are the original Qwen checkpoints' names.
-_PREFIXES = (
+_QWEN_PREFIXES = (
     ("model.language_model.", "language_model.model."),
     ("model.visual.", "visual."),
     ("lm_head.", "language_model.lm_head."),
     ("model.", "language_model.model."),
     ("visual.", "visual."),
 )
+_LLAVA_PREFIXES = (  # vLLM's gemma3_mm / llava_onevision mappers
+    ("model.language_model.", "language_model.model."),
+    ("model.vision_tower.vision_model.", "vision_tower.vision_model."),
+    # transformers 5.24 builds the SigLIP tower without its `vision_model` level; vLLM's
+    # SiglipVisionModel keeps it (as the released checkpoints do)
+    ("model.vision_tower.", "vision_tower.vision_model."),
+    ("model.multi_modal_projector.", "multi_modal_projector."),
+    ("model.image_newline", "image_newline"),
+    ("lm_head.", "language_model.lm_head."),
+)
+_PREFIXES = {"qwen2_vl": _QWEN_PREFIXES, "qwen2_5_vl": _QWEN_PREFIXES, "qwen3_vl": _QWEN_PREFIXES,
+             "gemma3": _LLAVA_PREFIXES, "llava_onevision": _LLAVA_PREFIXES,
+             # vLLM's Idefics3 keeps transformers' layout: model.text_model / vision_model / connector
+             "idefics3": (("model.", "model."), ("lm_head.", "lm_head."))}
+_LANGUAGE = {"idefics3": ("model.text_model.", "lm_head.")}  # else language_model.*
+_LM_HEADS = ("language_model.lm_head.", "lm_head.")
 
 # fused parameters in vLLM: (regex on the vLLM name, fused module, shard id)
 _TEXT_PACKED = (
@@ -41,6 +60,8 @@ _VISION_PACKED = {
     "qwen2_vl": (),  # vision MLP is fc1/fc2, attention already fused as qkv
     "qwen2_5_vl": ((r"\.mlp\.gate_proj\.", ".mlp.gate_up_proj.", 0), (r"\.mlp\.up_proj\.", ".mlp.gate_up_proj.", 1)),
     "qwen3_vl": (),  # vision MLP is linear_fc1/linear_fc2
+    # SigLIP / Idefics3 vision attention: q/k/v packed into qkv_proj; MLP fc1/fc2 unpacked
+    "gemma3": _TEXT_PACKED[:3], "idefics3": _TEXT_PACKED[:3], "llava_onevision": _TEXT_PACKED[:3],
 }
 
 
@@ -67,15 +88,16 @@ def checkpoint_name(name: str) -> str | None:
 def vllm_param_name(name: str, model_type: str, tie_word_embeddings: bool = False) -> tuple[str, object] | None:
     """A checkpoint name -> (vLLM parameter name, shard id or None); None if vLLM skips it."""
     fam = _family(model_type)
-    for old, new in _PREFIXES:
+    for old, new in _PREFIXES[fam]:
         if name.startswith(old):
             name = new + name[len(old):]
             break
     else:
         raise ValueError(f"parameter {name!r} has no vLLM counterpart for {model_type}")
-    if tie_word_embeddings and name.startswith("language_model.lm_head."):
+    if tie_word_embeddings and name.startswith(_LM_HEADS):
         return None  # vLLM ties lm_head to embed_tokens and skips the duplicate
-    packed = _TEXT_PACKED if name.startswith("language_model.") else _VISION_PACKED[fam]
+    language = name.startswith(_LANGUAGE.get(fam, ("language_model.",)))
+    packed = _TEXT_PACKED if language else _VISION_PACKED[fam]
     for pattern, fused, shard in packed:
         if re.search(pattern, name):
             return re.sub(pattern, fused, name), shard

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 import torch
 
 from mmrlvr.data.collate import model_kwargs, select_rows
 from mmrlvr.models.wrapping import base_model
+from mmrlvr.models.adapters import features_per_row, model_adapter
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
           ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
+
+
+_logged: set[tuple[str, str]] = set()
+
+
+def _per_row(model_type: str, why: str) -> None:
+    """Log once per family and reason that its media are encoded per row (correct, only slower)."""
+    if (model_type, why) not in _logged:
+        _logged.add((model_type, why))
+        logging.getLogger(__name__).warning("%s: media encoded once per row, not once per group: %s", model_type, why)
+    return None
 
 
 def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
@@ -18,30 +31,34 @@ def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
 
     Rows of a group repeat one prompt; the vision tower then runs B times instead of B * G, and
     the gradient through the shared features is the sum over the group, exactly as if each row
-    had been encoded on its own. None when the inputs or the model do not allow it.
+    had been encoded on its own. Which inputs the encoder takes and how its output is split per
+    item is the family's (`mmrlvr.models.adapters`). None when the inputs or the model do not
+    allow it (then every row is encoded with its own copy of the media).
     """
     inner = base_model(model)
     if "_base" not in prompt_inputs or not getattr(inner, "_supports_mm_encoder_outputs", lambda: False)():
         return None
-    from transformers.modeling_outputs import BaseModelOutputWithPooling
-
+    adapter = model_adapter(inner)
     rows = prompt_inputs["_row_prompt"]
     uniq = sorted(set(rows))
     sub = select_rows(prompt_inputs["_base"], uniq)
     out = {}
-    for modality, pix, grid, counts in _MEDIA:
+    for modality, counts in (("image", "_n_images"), ("video", "_n_videos")):
+        keys = adapter.feature_inputs.get(modality)
+        pix = "pixel_values" if modality == "image" else "pixel_values_videos"
         if pix not in sub:
             continue
         fn = getattr(inner.model, f"get_{modality}_features", None)
-        if fn is None:
-            return None
+        if fn is None or keys is None or any(k not in sub for k in keys):
+            return _per_row(adapter.model_type, f"no {modality} encoder inputs known for this family")
         device = next(inner.parameters()).device
-        feats = fn(sub[pix].to(device), sub[grid].to(device), return_dict=True).pooler_output
-        if not isinstance(feats, (list, tuple)) or len(feats) != sum(sub[counts]):
-            return None  # a model that does not give one feature block per image: encode per row
+        encoded = fn(*(sub[k].to(device) for k in keys), return_dict=True)
+        if len(encoded.pooler_output) != sum(sub[counts]):  # not one feature block per item
+            return _per_row(adapter.model_type, f"{len(encoded.pooler_output)} {modality} feature blocks "
+                                                f"for {sum(sub[counts])} items")
         starts = {p: sum(sub[counts][:i]) for i, p in enumerate(uniq)}
-        per_row = [feats[starts[p] + j] for p in rows for j in range(prompt_inputs["_base"][counts][p])]
-        out[modality] = BaseModelOutputWithPooling(pooler_output=tuple(per_row))
+        index = [starts[p] + j for p in rows for j in range(prompt_inputs["_base"][counts][p])]
+        out[modality] = features_per_row(encoded, index)
     return out
 
 
@@ -55,9 +72,9 @@ def join_prompt_completion(
     completion_mask = completion_mask.to(device)
     kw["input_ids"] = torch.cat([kw["input_ids"], completion_ids], dim=1)
     kw["attention_mask"] = torch.cat([kw["attention_mask"], completion_mask.to(kw["attention_mask"].dtype)], dim=1)
-    if "mm_token_type_ids" in kw:
-        mm = kw["mm_token_type_ids"]
-        kw["mm_token_type_ids"] = torch.cat([mm, torch.zeros_like(completion_ids, dtype=mm.dtype)], dim=1)
+    for key in ("mm_token_type_ids", "token_type_ids"):  # per-token media markers: completions are text
+        if key in kw:
+            kw[key] = torch.cat([kw[key], torch.zeros_like(completion_ids, dtype=kw[key].dtype)], dim=1)
     return kw
 
 
@@ -141,8 +158,8 @@ def completion_logprobs(
     kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask, next(model.parameters()).device)
     shared = shared_media_outputs(model, prompt_inputs)
     if shared:
-        for _, pix, _, _ in _MEDIA:
-            kw.pop(pix, None)  # the grids stay: they place the media in the 3-D positions
+        for key in ("pixel_values", "pixel_values_videos", "pixel_attention_mask"):
+            kw.pop(key, None)  # the grids stay: they place the media in the 3-D positions
         kw["mm_encoder_outputs"] = shared
     t = completion_ids.shape[1]
     out = model(**kw, logits_to_keep=t + 1, use_cache=False)

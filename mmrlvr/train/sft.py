@@ -14,6 +14,7 @@ import torch
 
 from mmrlvr.data.collate import encode_prompts, pad_right, video_limits
 from mmrlvr.data.feed import decode_samples, log as data_log
+from mmrlvr.models.adapters import adapter_for
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.types import Sample
 
@@ -25,7 +26,8 @@ def target_ids(tokenizer, samples: Sequence[Sample], end_token: str = "<|im_end|
 def sft_loss(model, processor, batch: Sequence[Sample]) -> torch.Tensor:
     """Mean negative log-likelihood of the teacher completions' tokens."""
     inputs = encode_prompts(processor, batch)
-    ids, mask = pad_right(target_ids(processor.tokenizer, batch), processor.tokenizer.pad_token_id)
+    end = adapter_for(getattr(processor, "model_type", None)).turn_end  # the family's end of turn
+    ids, mask = pad_right(target_ids(processor.tokenizer, batch, end), processor.tokenizer.pad_token_id)
     logp, _ = completion_logprobs(model, inputs, ids, mask)
     mask = mask.to(logp.device).float()
     return -(logp * mask).sum() / mask.sum()

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual, visual_dependency
 from mmrlvr.data.collate import select_rows
 from mmrlvr.models.wrapping import base_model
+from mmrlvr.models.adapters import blackout_patches
 from mmrlvr.train.logprobs import _MEDIA, join_prompt_completion, logits_to_logprobs, shared_media_outputs
 
 SIGNALS = ("entropy", "visual_dependency", "visual_similarity")
@@ -47,6 +48,9 @@ def corrupt_media(prompt_inputs: dict, prob: float, seed: int, fill: dict | None
         if pix not in base:
             continue
         x = base[pix]
+        if x.dim() >= 4:  # (..., C, H, W) images of the per-image/per-row layouts (Gemma 3, LLaVA, Idefics3)
+            new[pix] = blackout_patches(x, prob, gen, (fill or {}).get(pix))
+            continue
         drop = torch.rand(x.shape[0], generator=gen) < prob
         c = (fill or {}).get(pix)
         value = torch.zeros(x.shape[1]) if c is None else c.repeat_interleave(x.shape[1] // c.numel())
@@ -70,7 +74,7 @@ def _forward(model, inputs: dict, ids: torch.Tensor, mask: torch.Tensor, **extra
 
 def _decoder_layers(model):
     inner = base_model(model)
-    for path in ("model.language_model.layers", "model.layers", "language_model.model.layers"):
+    for path in ("model.language_model.layers", "model.text_model.layers", "model.layers", "language_model.model.layers"):
         obj = inner
         try:
             for part in path.split("."):
@@ -83,8 +87,8 @@ def _decoder_layers(model):
 
 def _visual_ids(model) -> torch.Tensor:
     cfg = base_model(model).config
-    ids = [getattr(cfg, k, None) for k in ("image_token_id", "video_token_id")]
-    return torch.tensor([i for i in ids if i is not None])
+    ids = {getattr(cfg, k, None) for k in ("image_token_id", "video_token_id", "image_token_index", "video_token_index")}
+    return torch.tensor(sorted(i for i in ids if i is not None))
 
 
 @contextmanager

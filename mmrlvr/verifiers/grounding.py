@@ -20,6 +20,24 @@ _LIST_BOX = re.compile(rf"\[{_S}({_NUM}){_S},{_S}({_NUM}){_S},{_S}({_NUM}){_S},{
 MAX_TEXT = 20_000
 BOX_FORMATS = ("absolute", "norm1000", "norm1")
 
+# The coordinates each model family answers boxes in (`meta.box_format`), by `config.model_type`:
+# - qwen2_5_vl: absolute pixels of the processor-resized image (mapped back with meta.input_size);
+# - qwen2_vl, qwen3_vl, internvl: relative 0-1000 of the image, x before y;
+# - llava_onevision: relative 0-1 (LLaVA's RefCOCO data; OneVision does not pad to a square, so
+#   relative to the original image);
+# - gemma3, idefics3/smolvlm: no box format of their own in their released training recipes;
+#   they are asked for relative 0-1000 (gemma3) and relative 0-1 (idefics3/smolvlm) coordinates.
+# Any other family: absolute pixels. The task writes the unit into the prompt (tasks/grounding.py).
+FAMILY_BOX_FORMATS = {
+    "qwen2_5_vl": "absolute", "qwen2_vl": "norm1000", "qwen3_vl": "norm1000", "qwen3_vl_moe": "norm1000",
+    "internvl": "norm1000", "gemma3": "norm1000", "llava_onevision": "norm1", "idefics3": "norm1", "smolvlm": "norm1",
+}
+
+
+def family_box_format(model_type: str | None) -> str:
+    """The box convention of a model family (see FAMILY_BOX_FORMATS); unknown: absolute pixels."""
+    return FAMILY_BOX_FORMATS.get(model_type or "qwen2_5_vl", "absolute")
+
 
 def _float(v) -> float:
     try:

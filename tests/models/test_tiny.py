@@ -51,3 +51,22 @@ def test_load_policy_tiny_name_uses_cache(monkeypatch, tmp_path):
     assert (tiny_mod.tiny_cache_dir() / "model.safetensors").exists()
     assert processor.tokenizer.padding_side == "left"
     assert next(model.parameters()).dtype == torch.float32
+
+
+def test_default_tiny_is_pinned(tiny_dir):
+    """`tiny` (seed 0) must stay the model the quickstart's numbers were measured with: a hash of
+    its weights (names and bytes) and its tokenizer vocabulary, taken before the model families
+    were added. A change here changes every documented tiny result."""
+    import hashlib
+
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer
+
+    state = load_file(str(tiny_dir / "model.safetensors"))
+    h = hashlib.sha256()
+    for name in sorted(state):
+        h.update(name.encode())
+        h.update(state[name].contiguous().numpy().tobytes())
+    vocab = AutoTokenizer.from_pretrained(tiny_dir).get_vocab()
+    h.update(json.dumps(sorted(vocab.items())).encode())
+    assert h.hexdigest() == "f4c3ccb5966f573e4c3e15f92a03f3b9a856160ed1d2b281e9ec78b2c82efd2b"
