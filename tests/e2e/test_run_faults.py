@@ -1,4 +1,4 @@
-"""Issue 12 items 9-11 on the tiny model: a kill during the first checkpoint's save, a corrupt
+"""Run faults on the tiny model: a kill during the first checkpoint's save, a corrupt
 newest checkpoint, and no intact checkpoint at all. The resumed run must equal an uninterrupted
 one in metrics.jsonl and summary.json (timings aside)."""
 
@@ -45,7 +45,7 @@ def uninterrupted(tmp_path_factory):
 
 @pytest.mark.slow
 def test_kill_during_the_first_save_then_resume_equals_an_uninterrupted_run(uninterrupted, tmp_path, monkeypatch):
-    """Items 9 and 10: metrics of steps 1-2 were written, the step-2 save died half-way."""
+    """A kill mid-save: metrics of steps 1-2 were written, the step-2 save died half-way."""
     run = tmp_path / "killed"
 
     def dies_while_saving(run_dir, step, *a, **k):
@@ -67,7 +67,7 @@ def test_kill_during_the_first_save_then_resume_equals_an_uninterrupted_run(unin
 
 @pytest.mark.slow
 def test_corrupt_newest_checkpoint_is_named_and_skipped(uninterrupted, tmp_path, capsys):
-    """Item 11: step_3's model is truncated; the run warns, resumes from step_2, ends as before."""
+    """A corrupt newest checkpoint: step_3's model is truncated; the run warns, resumes from step_2, ends as before."""
     run = tmp_path / "corrupt"
     shutil.copytree(uninterrupted, run)
     (run / "summary.json").unlink()
