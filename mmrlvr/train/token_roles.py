@@ -40,6 +40,14 @@ def signals_needed(method: str, diagnose: bool) -> set[str]:
     return needs | set(DIAGNOSTIC_SIGNALS) if diagnose else needs
 
 
+def similarity_source(tw) -> dict:
+    """The hidden states PEPO's similarity reads: the released variant's (all of them, at each
+    token) or the chosen layers at the state predicting each token (minmax)."""
+    if tw.pepo_variant == "released":
+        return {"similarity_layers": None, "similarity_at_token": True}
+    return {"similarity_layers": tw.similarity_layers, "similarity_at_token": False}
+
+
 def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: int, fill: dict | None,
                  diagnose: bool = False) -> TokenWeighting:
     """Signals the method needs (plus entropy and visual dependency when `diagnose`), the method's
@@ -56,7 +64,7 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
     signals = compute_signals(
         model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask, sorted(needs),
         temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
-        seed=cfg.seed * 1_000_003 + step, fill=fill, similarity_layers=tw.similarity_layers,
+        seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
         chunk_rows=micro_rows(len(rows), algo),
     )
     params = {k: v for k, v in dataclasses.asdict(tw).items() if k != "method"}

@@ -100,6 +100,36 @@ def test_similarity_probe_equals_hidden_states(tiny, batch):
     assert (sig["visual_similarity"][~mask.bool()] == 0).all()
 
 
+def test_similarity_at_token_hand_values():
+    # same states as above; at_token reads positions 4 and 5 (the completion tokens themselves)
+    h = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [5.0, 5.0], [3.0, 0.0], [-1.0, 1.0], [9.0, 9.0]]])
+    visual = torch.tensor([[1, 1, 0, 0, 0, 0]])
+    # c0: [-1, 1] / sqrt 2 . [.5, .5] = 0; c1: [1, 1] / sqrt 2 . [.5, .5] = 1 / sqrt 2
+    want = torch.tensor([[0.0, 2 ** -0.5]])
+    assert torch.allclose(similarity_to_visual(h, visual, 2, at_token=True), want)
+
+
+def test_released_similarity_is_the_mean_over_all_hidden_states_at_each_token(tiny, batch):
+    model, _ = tiny
+    inputs, ids, mask = batch
+    sig = compute_signals(model, inputs, ids, mask, ["visual_similarity"], similarity_layers=None,
+                          similarity_at_token=True, chunk_rows=4)
+    from mmrlvr.train.signals import _forward, _visual_ids
+
+    with torch.no_grad():
+        out = _forward(model, inputs, ids, mask, output_hidden_states=True, logits_to_keep=1)
+    visual = torch.isin(torch.cat([inputs["input_ids"], ids], 1), _visual_ids(model))
+    t = ids.shape[1]
+    # PEPO's released code: every entry of output_hidden_states (embeddings .. final norm), the state at t
+    states = out.hidden_states
+    assert len(states) == len(model.model.language_model.layers) + 1
+    want = sum(similarity_to_visual(h, visual, t, at_token=True) for h in states) / len(states)
+    assert torch.allclose(sig["visual_similarity"], want * mask, atol=1e-5)
+    # not the predicting state, not the last layer alone
+    shifted = sum(similarity_to_visual(h, visual, t) for h in states) / len(states)
+    assert not torch.allclose(sig["visual_similarity"], shifted * mask, atol=1e-3)
+
+
 def test_attention_to_visual_hand_values():
     # one head, 4 positions [v, text, c0-state, c1-state]; t = 1 -> the state at position 2
     attn = torch.zeros(1, 1, 4, 4)

@@ -90,6 +90,28 @@ def test_weights_computed_once_per_batch_do_not_depend_on_diagnostics(fresh_tiny
     assert weigh_tokens(model, batch, adv, none, algo, suppress, step=1, fill=fill).weights is None  # nothing computed
 
 
+def test_pepo_weighs_with_the_similarity_its_variant_names(fresh_tiny):
+    from mmrlvr.algos.token_weights import token_weights
+    from mmrlvr.data.collate import select_rows
+    from mmrlvr.train.signals import compute_signals
+
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=pepo", "train.steps=4"])
+    adv, _ = advantages_for(batch, cfg, algo)
+    for variant, source in [("released", dict(similarity_layers=None, similarity_at_token=True)),
+                            ("minmax", dict(similarity_layers=[-1], similarity_at_token=False))]:
+        cfg.token_weighting.pepo_variant = variant
+        tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
+        rows, mask = tw.rows, batch.completion_mask[tw.rows]
+        want = compute_signals(model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask,
+                               ["entropy", "visual_similarity"], temperature=cfg.rollout.temperature,
+                               suppress_ids=suppress, **source)
+        assert torch.allclose(tw.signals["visual_similarity"], want["visual_similarity"], atol=1e-6)
+        # step 1 of 4: progress 0.25 -> weights 0.75 + 0.25 w
+        w = token_weights("pepo", want, mask, progress=0.25, pepo_variant=variant)
+        assert torch.allclose(tw.weights[rows], w, atol=1e-6)
+
+
 def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
     from pathlib import Path
 
@@ -137,6 +159,8 @@ def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
     ("token_weighting.corrupt_prob=1.5", "token_weighting.corrupt_prob=1.5: expected a probability"),
     ("token_weighting.tor_other=-1", "token_weighting.tor_other=-1.0: expected a finite number >= 0"),
     ("token_weighting.similarity_layers=[]", "token_weighting.similarity_layers=\\[\\]"),
+    ("token_weighting.pepo_variant=paper", "token_weighting.pepo_variant='paper': expected released or minmax"),
+    ("temporal_contrast.correct_threshold=1.0", "temporal_contrast.correct_threshold=1.0: expected a number in \\[0, 1\\)"),
 ])
 def test_bad_token_weighting_settings_fail_before_training(tmp_path, override, match):
     from mmrlvr.config import ConfigError
