@@ -74,6 +74,24 @@ def test_signals_match_the_training_forward_and_vanish_without_corruption(tiny, 
     assert torch.allclose(again["visual_dependency"], dep, atol=1e-5)
 
 
+def test_dependency_compares_both_forwards_at_the_sampling_temperature(tiny, batch):
+    """Clean and corrupted log-probs both at temperature 1.7 (the sampler's), with suppressed ids."""
+    from mmrlvr.algos.token_weights import visual_dependency
+
+    model, processor = tiny
+    inputs, ids, mask = batch
+    fill = black_fill(processor)
+    kw = dict(temperature=1.7, suppress_ids=[0])
+    sig = compute_signals(model, inputs, ids, mask, ["entropy", "visual_dependency"], corrupt_prob=0.5, seed=11,
+                          fill=fill, **kw)
+    lp, ent = completion_logprobs(model, inputs, ids, mask, with_entropy=True, **kw)
+    lp_c, _ = completion_logprobs(model, corrupt_media(inputs, 0.5, seed=11, fill=fill), ids, mask, **kw)
+    assert torch.allclose(sig["entropy"], ent.detach() * mask, atol=1e-5)
+    want = visual_dependency(lp.detach(), lp_c.detach(), mask)
+    assert torch.allclose(sig["visual_dependency"], want, atol=1e-5)
+    assert want[mask.bool()].max().item() > 1e-3  # corruption at p = 0.5 does change something
+
+
 def test_similarity_to_visual_hand_values():
     # positions: [v1, v2, text, c0-state, c1-state, last]; t = 2 -> states at positions 3 and 4
     h = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [5.0, 5.0], [3.0, 0.0], [-1.0, 1.0], [9.0, 9.0]]])
