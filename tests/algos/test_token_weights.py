@@ -146,6 +146,21 @@ def test_tor_and_labels_hand_values():
     assert stats["tokens/weight_other"] == pytest.approx(3.5 / 9)
 
 
+def test_tor_non_default_coefficients_land_on_their_labels():
+    ent = torch.tensor([[0.9, 0.1, 0.2, 5.0], [0.3, 0.8, 0.1, 0.1]])
+    dep = torch.tensor([[0.1, 5.0, 0.2, 9.0], [4.0, 0.1, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    # labels as above: [[R, P, P, pad], [B, R, O, O]]; all four coefficients differ, so a swap shows
+    w = token_weights("tor", {"entropy": ent, "visual_dependency": dep}, mask, perception_frac=0.3,
+                      reasoning_frac=0.3, tor_perception=2.0, tor_reasoning=3.0, tor_both=5.0, tor_other=1.0)
+    # raw [[3, 2, 2, 0], [5, 3, 1, 1]], sum 17 over 7 tokens -> times 7/17
+    assert close(w, [[3 * 7 / 17, 2 * 7 / 17, 2 * 7 / 17, 0], [5 * 7 / 17, 3 * 7 / 17, 7 / 17, 7 / 17]])
+    # tor_other = 0 masks the other tokens out: raw [[3, 2, 2, 0], [5, 3, 0, 0]], sum 15 -> times 7/15
+    w0 = token_weights("tor", {"entropy": ent, "visual_dependency": dep}, mask, perception_frac=0.3,
+                       reasoning_frac=0.3, tor_perception=2.0, tor_reasoning=3.0, tor_both=5.0, tor_other=0.0)
+    assert close(w0[1], [5 * 7 / 15, 3 * 7 / 15, 0, 0])
+
+
 def test_entropy_topk_method_and_none():
     ent = torch.tensor([[0.1, 0.9], [0.3, 0.2]])
     mask = torch.tensor([[1, 1], [1, 0]])
