@@ -22,6 +22,7 @@ from mmrlvr.train.signals import compute_signals
 from mmrlvr.train.step import micro_rows
 
 DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
+DEPENDENT = 1e-3  # visual dependency above which a token counts as image-dependent (|delta logp| > ~0.045)
 
 
 @dataclass
@@ -76,6 +77,7 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
     out.metrics["tokens/weight_mean"] = float(w_rows[valid].mean())
     if "visual_dependency" in signals:
         out.metrics["tokens/visual_dependency"] = float(signals["visual_dependency"][valid].mean())
+        out.metrics["tokens/dependent_frac"] = float((signals["visual_dependency"][valid] > DEPENDENT).float().mean())
     if "entropy" in signals and "visual_dependency" in signals:
         out.labels = token_labels(signals["entropy"], signals["visual_dependency"], mask,
                                   tw.perception_frac, tw.reasoning_frac)

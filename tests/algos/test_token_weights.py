@@ -82,11 +82,18 @@ def test_vppo_sparse_response_keeps_exactly_k():
     dep[0, 3], dep[0, 7] = 0.5, 2.0
     w = token_weights("vppo", {"visual_dependency": dep}, torch.ones(1, 10), vppo_top_frac=0.4)
     assert close(w, [[1, 1, 0, 1, 0, 0, 0, 1, 0, 0]])  # one response: beta = 1
-    labels = token_labels(torch.arange(10.0)[None] / 10, dep, torch.ones(1, 10), perception_frac=0.2,
+    labels = token_labels(torch.arange(10.0)[None] / 10, dep, torch.ones(1, 10), perception_frac=0.3,
                           reasoning_frac=0.1)
-    # perception: k = 2 -> positions 7 and 3; reasoning: k = 1 -> the highest entropy, position 9
-    assert (labels == PERCEPTION).nonzero()[:, 1].tolist() == [3, 7]
+    # perception: k = 3 -> positions 7 and 3, then the first of the eight zeros (position 0);
+    # reasoning: k = 1 -> the highest entropy, position 9. Keeping ties would label all ten perception.
+    assert (labels == PERCEPTION).nonzero()[:, 1].tolist() == [0, 3, 7]
     assert (labels == REASONING).nonzero()[:, 1].tolist() == [9]
+    # entropy ties too (confident tokens: entropy 0): reasoning k = 2 -> position 5, then position 0
+    ent = torch.zeros(1, 10)
+    ent[0, 5] = 1.0
+    labels = token_labels(ent, dep, torch.ones(1, 10), perception_frac=0.1, reasoning_frac=0.2)
+    assert (labels == REASONING).nonzero()[:, 1].tolist() == [0, 5]
+    assert (labels == PERCEPTION).nonzero()[:, 1].tolist() == [7]
 
 
 def test_pepo_minmax_hand_values():

@@ -165,7 +165,8 @@ def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path, monkeypatc
     assert progress == [s / 2 for s in sorted(informative)]
     for s in informative:
         r = steps[s]
-        assert {"time/token_signals", "tokens/visual_dependency", "tokens/weight_mean"} <= set(r)
+        assert {"time/token_signals", "tokens/visual_dependency", "tokens/weight_mean", "tokens/dependent_frac"} <= set(r)
+        assert 0.0 <= r["tokens/dependent_frac"] <= 1.0
         # vppo alone needs no entropy; the labels come with the diagnostics of logging steps
         assert ("tokens/perception_frac" in r) == (s in (1, 2))
         fracs = r["tokens/perception_frac"] + r["tokens/reasoning_frac"] + r["tokens/both_frac"] + r["tokens/other_frac"]
