@@ -1,11 +1,13 @@
 """Token weighting methods from one warm start on the harder perception task, 3 seeds each.
 
     python benchmarks/token_weighting.py [--config configs/marked_cell.yaml] [--steps 30] [--seeds 0,1,2]
+    python benchmarks/token_weighting.py --config configs/cell_tally_tiny.yaml   # the chain-of-thought task
     # or one process per seed (after one has trained the shared warm start), then
     python benchmarks/token_weighting.py --combine part0.json part1.json part2.json --out result.json
 
 Prints a table (method, held-out accuracy before and after the step budget as mean +- spread over
-seeds, gain, s/step and its ratio to `none`, time spent on token signals) and writes it as JSON.
+seeds, gain, s/step and its ratio to `none`, time spent on token signals, the share of
+image-dependent tokens where the method measures it) and writes it as JSON.
 The warm start is trained once and reused by every run; each run differs only in
 `token_weighting.method` and the seed of its RL phase (sampling, data order, eval boards).
 """
