@@ -144,7 +144,9 @@ class AlgoConfig:
 class TemporalContrastConfig:
     enabled: bool = False
     """Also sample each video prompt on its frames shuffled (scored, not trained on) and give
-    correct ordered answers a bonus when ordered accuracy beats shuffled accuracy."""
+    correct ordered answers a bonus when ordered accuracy beats shuffled accuracy. Pair it with an
+    advantage without std division (`algo.advantage: dr_grpo`): grpo's std cancels a bonus on every
+    correct answer of a binary verifier exactly."""
     method: str = "tgrpo"
     """tgrpo (bonus alpha when p > mu * p_shuffled, per prompt) or tgpo (alpha scaled by the accuracy gap,
     normalised by the batch's largest gap); formulas in mmrlvr/algos/temporal.py."""
