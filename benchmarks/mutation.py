@@ -1,13 +1,15 @@
 """Hand-written mutants of the RL math and step: how many does the fast test suite kill?
 
 Each mutant is one plausible bug (a flipped sign, a dropped mask, a skipped step) written as a
-text replacement in `mmrlvr/algos/` or `mmrlvr/train/` (mostly `step.py`). The script copies the
+text replacement in the package (`MUTANTS`: the RL math and step; `NEW_MUTANTS`: token
+weighting, temporal contrast, the trim path, verifiers, data, checkpoints). The script copies the
 checkout to a temporary directory, checks that the chosen tests pass there unmutated, then for
 each mutant applies it, runs the tests that guard that file (`pytest -x`: the first failure
 kills it) and restores the file. Not run in CI.
 
     python benchmarks/mutation.py            # all mutants
     python benchmarks/mutation.py -k rloo    # those whose name contains "rloo"
+    python benchmarks/mutation.py --new      # NEW_MUTANTS only
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ STEP = ["tests/train/test_update.py", "tests/train/test_presets.py", "tests/trai
 ADV, LOSS, SAMP, PRE = ("mmrlvr/algos/advantages.py", "mmrlvr/algos/losses.py", "mmrlvr/algos/sampling.py",
                         "mmrlvr/algos/presets.py")
 STEPPY, LEARN, LP = "mmrlvr/train/step.py", "mmrlvr/train/learner.py", "mmrlvr/train/logprobs.py"
+TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/algos/temporal.py", "mmrlvr/train/signals.py",
+                        "mmrlvr/train/token_roles.py")
+VER = ["tests/verifiers/test_edge_cases.py", "tests/verifiers/test_verifiers.py", "tests/verifiers/test_properties.py"]
+TWT = ["tests/train/test_token_weighting.py"]
 
 # (name, file, original text, mutated text, tests)
 MUTANTS = [
@@ -83,6 +89,67 @@ MUTANTS = [
      ["tests/train/test_logprobs.py", "tests/rollout/test_hf.py"]),
 ]
 
+# plausible bugs the suite once missed (each has a test seen to fail with it)
+NEW_MUTANTS = [
+    ("trim: log-probs padded back on the left", STEPPY, "lp = F.pad(lp, (0, t_all - t))", "lp = F.pad(lp, (t_all - t, 0))", STEP),
+    ("trim: entropies padded back on the left", STEPPY, "ent = F.pad(ent, (0, t_all - t)) if",
+     "ent = F.pad(ent, (t_all - t, 0)) if", STEP),
+    ("overlong penalty with the wrong sign", STEPPY, "rewards = rewards + shaped.view_as(rewards)",
+     "rewards = rewards - shaped.view_as(rewards)", STEP),
+    ("corrupted forward at temperature 1", SIG,
+     "lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]",
+     "lp_c = logits_to_logprobs(logits, ids.to(logits.device), 1.0, suppress_ids)[0]", ["tests/train/test_signals.py"]),
+    ("corruption seed not per step", ROLES, "seed=cfg.seed * 1_000_003 + step,", "seed=cfg.seed * 1_000_003,", TWT),
+    ("token signals at temperature 1", ROLES, "temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob",
+     "temperature=1.0, suppress_ids=suppress, corrupt_prob", TWT),
+    ("pepo progress one step behind in the loop", "mmrlvr/train/loop.py", "engine.suppress_ids, step=step, fill=fill,",
+     "engine.suppress_ids, step=step - 1, fill=fill,", TWT),
+    ("pepo progress fixed at 1", ROLES, "progress=step / max(cfg.train.steps, 1)", "progress=1.0", TWT),
+    ("tor: perception and reasoning coefficients swapped", TW,
+     "coef = torch.tensor([tor_other, tor_perception, tor_reasoning, tor_both, 0.0]",
+     "coef = torch.tensor([tor_other, tor_reasoning, tor_perception, tor_both, 0.0]", ALGOS),
+    ("vppo keeps every tie of the k-th score", TW, "topk_mask(dep, mask, vppo_top_frac, per_row=True, exact=True)",
+     "topk_mask(dep, mask, vppo_top_frac, per_row=True)", ALGOS),
+    ("perception labels keep every tie", TW, "p = topk_mask(dependency, mask, perception_frac, exact=True).bool()",
+     "p = topk_mask(dependency, mask, perception_frac).bool()", ALGOS),
+    ("reasoning labels keep every tie", TW, "r = topk_mask(entropy, mask, reasoning_frac, exact=True).bool()",
+     "r = topk_mask(entropy, mask, reasoning_frac).bool()", ALGOS),
+    ("pepo released: softmax over the normalised similarity", TW, 'x = raw if pepo_variant == "released" else s',
+     "x = s", ALGOS),
+    ("pepo released: no embeddings in the similarity", SIG,
+     "handles.append(all_layers[0].register_forward_pre_hook(embed_hook, with_kwargs=True))", "pass",
+     ["tests/train/test_signals.py"]),
+    ("pepo released reads the minmax similarity", ROLES, 'return {"similarity_layers": None, "similarity_at_token": True}',
+     'return {"similarity_layers": tw.similarity_layers, "similarity_at_token": False}', TWT),
+    ("t-grpo pays at p = mu p~", TEMP, "gate = (p > mu * p_shuf).float()", "gate = (p >= mu * p_shuf).float()", ALGOS),
+    ("t-grpo: a score equal to the threshold is correct", TEMP, "nan=-math.inf) > threshold", "nan=-math.inf) >= threshold",
+     ALGOS),
+    ("temporal contrast ignores correct_threshold", "mmrlvr/train/temporal.py", "tc.alpha, tc.mu, tc.correct_threshold)",
+     "tc.alpha, tc.mu)", ["tests/train/test_temporal_contrast.py"]),
+    ("lower clip bound from clip_high", LOSS, "clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)",
+     "clipped = -adv * ratio.clamp(1.0 - clip_high, 1.0 + clip_high)", ALGOS),
+    ("giou divides the empty area by the union", "mmrlvr/verifiers/geometry.py",
+     "    return (inter / union if union > 0 else 0.0) - (enclose - union) / enclose",
+     "    return (inter / union if union > 0 else 0.0) - (enclose - union) / union", VER),
+    ("giou metric scored as iou", "mmrlvr/verifiers/grounding.py", "score = (giou(pred, ref) + 1.0) / 2.0",
+     "score = value", VER),
+    ("boxed inside <answer> ignored", "mmrlvr/verifiers/extract.py", "        return _one(boxes) if boxes else inner",
+     "        return inner", VER),
+    ("order labels case-sensitive", "mmrlvr/verifiers/temporal.py", "    pred = [known.get(p.casefold(), p) for p in pred]",
+     "    pass", VER),
+    ("degenerate boxes left out of precision", "mmrlvr/verifiers/grounding.py",
+     "precision, recall = tp / len(mapped), tp / len(refs)", "precision, recall = tp / len(usable), tp / len(refs)", VER),
+    ("letters beyond the options accepted", "mmrlvr/verifiers/answer.py",
+     "    valid = letters[: len(options)] if options else letters", "    valid = letters", VER),
+    ("candidate columns taken in dataset order", "mmrlvr/data/io.py",
+     "        found = next((c for c in candidates if c in names), None)",
+     "        found = next((c for c in names if c in candidates), None)", ["tests/data/test_io.py"]),
+    ("checkpoints sorted by name", "mmrlvr/train/checkpoint.py", "    return [p for _, p in sorted(found)]",
+     "    return [p for p in sorted(p for _, p in found)]", ["tests/e2e/test_run_faults.py"]),
+    ("a shuffle may come out in order", "mmrlvr/data/video.py", "        if n < 2 or perm != list(range(n)):",
+     "        if True:", ["tests/data/test_video.py"]),
+]
+
 
 def copy_checkout(root: Path) -> Path:
     files = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"], capture_output=True,
@@ -107,10 +174,12 @@ def run_tests(repo: Path, tests: list[str]) -> tuple[bool, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-k", default="", help="only mutants whose name contains this (several: a|b|c)")
+    parser.add_argument("--new", action="store_true", help="only NEW_MUTANTS")
     args = parser.parse_args()
     root = Path(__file__).resolve().parents[1]
     repo = copy_checkout(root)
-    chosen = [m for m in MUTANTS if any(k in m[0] for k in args.k.split("|"))]
+    pool = NEW_MUTANTS if args.new else MUTANTS + NEW_MUTANTS
+    chosen = [m for m in pool if any(k in m[0] for k in args.k.split("|"))]
     all_tests = sorted({t for m in chosen for t in m[4]})
     ok, secs = run_tests(repo, all_tests)
     if not ok:
@@ -132,7 +201,7 @@ def main() -> None:
     print(f"\nkilled {killed} of {len(rows)} mutants ({100 * killed / max(len(rows), 1):.0f}%)")
     shutil.rmtree(repo.parent, ignore_errors=True)
     if not args.k:
-        out = root / "benchmarks" / "results" / "mutation.json"
+        out = root / "benchmarks" / "results" / ("mutation_new.json" if args.new else "mutation.json")
         out.write_text(json.dumps({"killed": killed, "total": len(rows), "mutants": rows}, indent=1))
 
 

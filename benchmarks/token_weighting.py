@@ -1,11 +1,13 @@
 """Token weighting methods from one warm start on the harder perception task, 3 seeds each.
 
     python benchmarks/token_weighting.py [--config configs/marked_cell.yaml] [--steps 30] [--seeds 0,1,2]
+    python benchmarks/token_weighting.py --config configs/cell_tally_tiny.yaml   # the chain-of-thought task
     # or one process per seed (after one has trained the shared warm start), then
     python benchmarks/token_weighting.py --combine part0.json part1.json part2.json --out result.json
 
 Prints a table (method, held-out accuracy before and after the step budget as mean +- spread over
-seeds, gain, s/step and its ratio to `none`, time spent on token signals) and writes it as JSON.
+seeds, gain, s/step and its ratio to `none`, time spent on token signals, the share of
+image-dependent tokens where the method measures it) and writes it as JSON.
 The warm start is trained once and reused by every run; each run differs only in
 `token_weighting.method` and the seed of its RL phase (sampling, data order, eval boards).
 """
@@ -83,6 +85,10 @@ def main() -> int:
                 "acc_after": summary["eval_after"]["accuracy"],
                 "s_per_step": statistics.mean(r["time/step"] for r in rows),
                 "signals_s": statistics.mean(r.get("time/token_signals", 0.0) for r in rows),
+                # share of completion tokens whose probability depends on the image (methods that
+                # compute visual dependency; None for the others)
+                "dependent_frac": (statistics.mean(d) if (d := [r["tokens/dependent_frac"] for r in rows
+                                                               if "tokens/dependent_frac" in r]) else None),
                 "wall_s": round(time.perf_counter() - t0, 1),
             })
             print(json.dumps(runs[-1]), flush=True)
@@ -108,12 +114,14 @@ def _report(config: str, steps: int, overrides: list[str], runs: list[dict], out
             "gain": statistics.mean(gains), "gain_sd": _spread(gains), "s_per_step": step,
             "step_vs_none": step / base_step if base_step else None,
             "signals_s": statistics.mean(r["signals_s"] for r in rs),
+            "dependent_frac": (statistics.mean(d) if (d := [r["dependent_frac"] for r in rs
+                                                           if r.get("dependent_frac") is not None]) else None),
         })
     print(table(results, [
         ("method", "method", ""), ("seeds", "seeds", "d"), ("acc_before", "acc. before", ".3f"),
         ("acc_after", "acc. after", ".3f"), ("acc_after_sd", "sd", ".3f"), ("gain", "gain", "+.3f"),
         ("gain_sd", "sd", ".3f"), ("s_per_step", "s/step", ".2f"), ("step_vs_none", "vs none", ".2f"),
-        ("signals_s", "signals s/step", ".2f"),
+        ("signals_s", "signals s/step", ".2f"), ("dependent_frac", "image-dep. tokens", ".3f"),
     ]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"config": config, "steps": steps, "seeds": seeds, "overrides": overrides,

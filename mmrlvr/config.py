@@ -162,18 +162,21 @@ class AlgoConfig:
 class TemporalContrastConfig:
     enabled: bool = False
     """Also sample each video prompt on its frames shuffled (scored, not trained on) and give
-    correct ordered answers a bonus when ordered accuracy beats shuffled accuracy."""
+    correct ordered answers a bonus when ordered accuracy beats shuffled accuracy. Pair it with an
+    advantage without std division (`algo.advantage: dr_grpo`): grpo's std cancels a bonus on every
+    correct answer of a binary verifier exactly."""
     method: str = "tgrpo"
-    """tgrpo (bonus alpha when p >= mu * p_shuffled) or tgpo (alpha scaled by the accuracy gap,
+    """tgrpo (bonus alpha when p > mu * p_shuffled, per prompt) or tgpo (alpha scaled by the accuracy gap,
     normalised by the batch's largest gap); formulas in mmrlvr/algos/temporal.py."""
     alpha: float = 0.3
     """Bonus added to the reward of a correct ordered completion."""
     mu: float = 1.0
-    """Ordered accuracy must reach mu times shuffled accuracy."""
+    """Ordered accuracy must exceed mu times shuffled accuracy (strictly)."""
     shuffled_samples: int | None = None
     """Completions sampled per prompt on shuffled frames (None: group_size // 2)."""
-    correct_threshold: float = 1.0
-    """A completion counts as correct when its reward reaches this."""
+    correct_threshold: float = 0.1
+    """A completion counts as correct when its answer score exceeds this (strictly; Video-R1's
+    `> 0.1`), so partial credit (tiou, iou, order) counts. In [0, 1)."""
 
 
 @dataclass
@@ -190,6 +193,10 @@ class TokenWeightingConfig:
     """vppo: share of each response's tokens (highest visual dependency) that get gradient."""
     vppo_beta_min: float = 0.9
     """vppo: smallest sequence scale; the largest is set so that the scales average to 1."""
+    pepo_variant: str = "released"
+    """pepo: released (softmax over the raw cosine similarity, averaged over all hidden states at
+    each token, as the authors' code: weights within a few percent of 1) or minmax (softmax over
+    the min-max-normalised similarity of `similarity_layers`: weights up to 1.74x apart)."""
     pepo_gate: float = 0.05
     """pepo: strength of the entropy gate on the similarity logits."""
     pepo_temperature: float = 1.8
@@ -205,7 +212,8 @@ class TokenWeightingConfig:
     corrupt_prob: float = 0.5
     """visual_dependency: probability that each vision patch (14x14 for Qwen2-VL) is blacked out."""
     similarity_layers: list[int] = field(default_factory=lambda: [-1])
-    """pepo: decoder layers (negative counts from the end) whose hidden states give the similarity."""
+    """pepo (minmax variant): decoder layers (negative counts from the end) whose hidden states give
+    the similarity, taken at the state predicting each token; the released variant ignores it."""
     diagnostics: bool = True
     """On logging steps also compute entropy and visual dependency (if the method does not) to log
     token-label fractions and write token_roles/step_N.jsonl."""

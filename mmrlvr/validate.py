@@ -67,7 +67,8 @@ RULES: list[Rule] = [
     Rule("temporal_contrast.alpha", at_least(0), "a finite number >= 0"),
     Rule("temporal_contrast.mu", at_least(0), "a finite number >= 0"),
     Rule("temporal_contrast.shuffled_samples", at_least(1), "an integer >= 1 (or null: group_size // 2)"),
-    Rule("temporal_contrast.correct_threshold", finite, "a finite number (a reward that counts as correct)"),
+    Rule("temporal_contrast.correct_threshold", lambda v: _num(v) and 0 <= v < 1,
+         "a number in [0, 1) (an answer score above it counts as correct)"),
     Rule("task.train_size", at_least(1), "an integer >= 1"),
     Rule("task.eval_size", at_least(1), "an integer >= 1"),
     Rule("task.max_bad_media_frac", lambda v: _num(v) and 0 <= v <= 1, "a fraction in [0, 1]"),
@@ -112,6 +113,7 @@ RULES: list[Rule] = [
       for k in ("top_frac", "perception_frac", "reasoning_frac", "vppo_top_frac")],
     Rule("token_weighting.corrupt_prob", lambda v: _num(v) and 0 <= v <= 1, "a probability in [0, 1]"),
     Rule("token_weighting.vppo_beta_min", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    Rule("token_weighting.pepo_variant", one_of("released", "minmax"), "released or minmax"),
     Rule("token_weighting.pepo_gate", at_least(0), "a finite number >= 0"),
     Rule("token_weighting.pepo_temperature", above(0), "a finite number > 0"),
     *[Rule(f"token_weighting.tor_{k}", at_least(0), "a finite number >= 0")

@@ -1,14 +1,14 @@
 """Temporal contrast: reward answers that need the frames in order (T-GRPO and a TGPO-style variant).
 
 For each video prompt b the policy also answers the same frames shuffled (S samples, scored, not
-trained on). With `correct = score >= threshold` (NaN, unscorable, counts as wrong):
+trained on). With `correct = score > threshold` (NaN, unscorable, counts as wrong):
 
     p_b  = mean over the G ordered completions of correct      (ordered accuracy)
     p~_b = mean over the S shuffled completions of correct     (shuffled accuracy)
 
-T-GRPO (Video-R1, Feng et al. 2025), per prompt:
+T-GRPO (Video-R1, Feng et al. 2025, eq. of r_t), per prompt:
 
-    bonus_bg = alpha * correct_bg * [p_b >= mu * p~_b]
+    bonus_bg = alpha * correct_bg * [p_b > mu * p~_b]
 
 TGPO-style, calibrated by how much the prompt's accuracy depends on order, normalised over the
 batch by its largest gap so that a bonus never exceeds alpha:
@@ -16,38 +16,53 @@ batch by its largest gap so that a bonus never exceeds alpha:
     gap_b    = max(0, p_b - mu * p~_b)
     bonus_bg = alpha * correct_bg * gap_b / max_b' gap_b'      (0 when every gap is 0)
 
-Everything is per prompt: a prompt's bonus never depends on other prompts' accuracies except
-through the TGPO normalisation. Video-R1 compared batch-mean accuracies (and with mu = 0.8), so
-one prompt's shuffled luck moved every prompt's bonus. Shapes: B prompts, G ordered, S shuffled.
+Video-R1's released code (tulerfeng/Video-R1, src/r1-v/src/open_r1/trainer/grpo_trainer.py
+lines 611-624 at 59d65c3) and where we differ on purpose:
+- it compares `acc_mean >= 0.8 * shuffled_acc_mean` over the device's batch (one prompt per
+  device in its scripts, so per prompt there too); we compare per prompt with the paper's strict
+  ">" and mu = 1: no bonus when shuffling does not hurt (p = p~);
+- it counts an answer correct when its accuracy reward is `> 0.1` (line 618): our default
+  threshold, so partial credit (tiou, iou, order) counts;
+- its accuracy is the mean reward (partial credit as a fraction); ours the share of correct.
+
+A bonus on every correct answer of a binary verifier is affine in the group's rewards
+(r -> (1 + alpha) r), so an advantage estimator that divides by the group's std (`grpo`) removes
+it exactly: use one that does not (`dr_grpo`), as the contrast configs do.
+Shapes: B prompts, G ordered, S shuffled.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 METHODS = ("tgrpo", "tgpo")
 
 
-def correct_mask(scores: torch.Tensor, threshold: float = 1.0) -> torch.Tensor:
-    """(B, K) scores -> (B, K) float 1/0; NaN (unscorable) is 0."""
-    return (torch.nan_to_num(scores, nan=-1.0) >= threshold).float()
+DEFAULT_THRESHOLD = 0.1  # Video-R1: `rewards_per_func[:, 0] > 0.1` (grpo_trainer.py line 618)
 
 
-def accuracy(scores: torch.Tensor, threshold: float = 1.0) -> torch.Tensor:
+def correct_mask(scores: torch.Tensor, threshold: float = DEFAULT_THRESHOLD) -> torch.Tensor:
+    """(B, K) scores -> (B, K) float 1/0: score > threshold; NaN (unscorable) is 0."""
+    return (torch.nan_to_num(scores, nan=-math.inf) > threshold).float()
+
+
+def accuracy(scores: torch.Tensor, threshold: float = DEFAULT_THRESHOLD) -> torch.Tensor:
     """(B, K) scores -> (B,) share of correct completions per prompt."""
     return correct_mask(scores, threshold).mean(dim=1)
 
 
 def tgrpo_bonus(ordered: torch.Tensor, shuffled: torch.Tensor, alpha: float = 0.3, mu: float = 1.0,
-                threshold: float = 1.0) -> torch.Tensor:
+                threshold: float = DEFAULT_THRESHOLD) -> torch.Tensor:
     """(B, G) ordered scores, (B, S) shuffled scores -> (B, G) bonus (see the module docstring)."""
     p, p_shuf = accuracy(ordered, threshold), accuracy(shuffled, threshold)
-    gate = (p >= mu * p_shuf).float()
+    gate = (p > mu * p_shuf).float()
     return alpha * correct_mask(ordered, threshold) * gate[:, None]
 
 
 def tgpo_bonus(ordered: torch.Tensor, shuffled: torch.Tensor, alpha: float = 0.3, mu: float = 1.0,
-               threshold: float = 1.0) -> torch.Tensor:
+               threshold: float = DEFAULT_THRESHOLD) -> torch.Tensor:
     """(B, G) ordered scores, (B, S) shuffled scores -> (B, G) gap-calibrated bonus."""
     gap = (accuracy(ordered, threshold) - mu * accuracy(shuffled, threshold)).clamp(min=0.0)
     top = gap.max() if gap.numel() else gap.new_zeros(())
@@ -56,7 +71,7 @@ def tgpo_bonus(ordered: torch.Tensor, shuffled: torch.Tensor, alpha: float = 0.3
 
 
 def temporal_bonus(method: str, ordered: torch.Tensor, shuffled: torch.Tensor, alpha: float, mu: float,
-                   threshold: float = 1.0) -> tuple[torch.Tensor, dict]:
+                   threshold: float = DEFAULT_THRESHOLD) -> tuple[torch.Tensor, dict]:
     """(B, G) bonus of `method` and its stats: temporal/ordered_acc, shuffled_acc, bonus_frac."""
     fn = {"tgrpo": tgrpo_bonus, "tgpo": tgpo_bonus}.get(method)
     if fn is None:

@@ -40,16 +40,19 @@ def visual_dependency(logprobs: torch.Tensor, corrupt_logprobs: torch.Tensor, ma
     return torch.where(mask.bool(), d, torch.zeros_like(d))
 
 
-def similarity_to_visual(hidden: torch.Tensor, visual: torch.Tensor, t: int) -> torch.Tensor:
+def similarity_to_visual(hidden: torch.Tensor, visual: torch.Tensor, t: int, at_token: bool = False) -> torch.Tensor:
     """(n, L, H) hidden states, (n, L) visual-position mask -> (n, t) mean cosine similarity of the
-    states at positions L-t-1 .. L-2 (those predicting the t completion tokens) to the visual ones.
+    states of the t completion positions to the visual ones: with `at_token` the states at the
+    completion tokens themselves (positions L-t .. L-1, as PEPO's released code), else the states
+    predicting them (L-t-1 .. L-2, aligned with the tokens' log-probs).
 
     mean_v cos(h, h_v) = normalise(h) . mean_v normalise(h_v): O(n * L * H), no (L x L) matrix.
     """
     hn = torch.nn.functional.normalize(hidden.float(), dim=-1)
     vis = visual.float()
     v = (hn * vis[..., None]).sum(1) / vis.sum(1, keepdim=True).clamp(min=1)
-    return (hn[:, -(t + 1) : -1] * v[:, None]).sum(-1)
+    states = hn[:, hn.shape[1] - t :] if at_token else hn[:, -(t + 1) : -1]
+    return (states * v[:, None]).sum(-1)
 
 
 def attention_to_visual(attn: torch.Tensor, visual: torch.Tensor, t: int) -> torch.Tensor:
@@ -59,23 +62,44 @@ def attention_to_visual(attn: torch.Tensor, visual: torch.Tensor, t: int) -> tor
     return (a * visual.float()[:, None, None, :]).sum(-1).mean(1)
 
 
-def topk_mask(score: torch.Tensor, mask: torch.Tensor, top_frac: float, per_row: bool = False) -> torch.Tensor:
-    """1.0 on valid tokens whose score is at least the k-th largest valid score, 0 elsewhere.
+def topk_mask(score: torch.Tensor, mask: torch.Tensor, top_frac: float, per_row: bool = False,
+              exact: bool = False) -> torch.Tensor:
+    """1.0 on the top `top_frac` valid tokens by score, 0 elsewhere.
 
     k = ceil(top_frac * n) with n the valid tokens of the batch (or of each row with `per_row`).
-    Ties at the threshold are all kept, so slightly more than k tokens can be selected.
+    `exact`: exactly k tokens, ties broken by position (the earlier token first; the batch in
+    row-major order), as VPPO's rank mask (see `rank_topk`). Otherwise every token tied with the
+    k-th score is kept (a quantile threshold, as the 80/20 rule's `entropy >= threshold`), so
+    more than k tokens can be selected: with 8 of 10 scores exactly 0 and k = 4, all 10 are.
     """
     valid = mask.bool()
     score = score.detach().float()
     if per_row:
-        rows = [topk_mask(score[i : i + 1], valid[i : i + 1], top_frac) for i in range(score.shape[0])]
+        rows = [topk_mask(score[i : i + 1], valid[i : i + 1], top_frac, exact=exact) for i in range(score.shape[0])]
         return torch.cat(rows) if rows else torch.zeros_like(score)
     n = int(valid.sum())
     k = min(_ceil(top_frac * n), n)
     if k <= 0:
         return torch.zeros_like(score)
+    if exact:
+        return rank_topk(score.flatten(), valid.flatten(), k).view_as(score)
     threshold = score[valid].topk(k).values[-1]
     return (valid & (score >= threshold)).float()
+
+
+def rank_topk(score: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
+    """(L,) scores -> (L,) 1.0 on the k valid entries of highest score, ties to the earlier index.
+
+    VPPO's released rule (huaixuheqing/VPPO-RL, verl/workers/actor/dp_actor.py lines 407-426 at
+    a23c54b): padding set to -inf, scores sorted descending, the first k ranks kept
+    (k = ceil(top_p * |o_i|)) and scattered back. Their `torch.sort` is not stable (the order of
+    ties is the kernel's); ours is, so ties go to the earlier token, reproducibly.
+    """
+    keyed = torch.where(valid, score, torch.full_like(score, float("-inf")))
+    order = torch.sort(keyed, descending=True, stable=True).indices
+    out = torch.zeros_like(score)
+    out[order[:k]] = 1.0
+    return out * valid.float()
 
 
 def entropy_topk(entropy: torch.Tensor, mask: torch.Tensor, top_frac: float = 0.2) -> torch.Tensor:
@@ -87,10 +111,14 @@ def token_labels(
     entropy: torch.Tensor, dependency: torch.Tensor, mask: torch.Tensor,
     perception_frac: float = 0.2, reasoning_frac: float = 0.2,
 ) -> torch.Tensor:
-    """(N, T) long labels: PERCEPTION (top fraction by visual dependency), REASONING (top fraction
-    by entropy, as `entropy_topk`), BOTH, OTHER; PAD (-1) on padding."""
-    p = topk_mask(dependency, mask, perception_frac).bool()
-    r = entropy_topk(entropy, mask, reasoning_frac).bool()
+    """(N, T) long labels: PERCEPTION (top fraction of the batch's tokens by visual dependency),
+    REASONING (top fraction by entropy), BOTH, OTHER; PAD (-1) on padding.
+
+    Each fraction selects exactly k = ceil(frac * n) tokens, ties broken by position: a confident
+    token's dependency is exactly 0 (its log-prob is 0.0 in fp32 under both media), and keeping
+    every tie would label all tokens perception whenever most dependencies are 0."""
+    p = topk_mask(dependency, mask, perception_frac, exact=True).bool()
+    r = topk_mask(entropy, mask, reasoning_frac, exact=True).bool()
     labels = torch.full(mask.shape, OTHER, dtype=torch.long, device=mask.device)
     labels[p] = PERCEPTION
     labels[r] = REASONING
@@ -164,10 +192,16 @@ def _row_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 @register_method("vppo", needs=("visual_dependency",))
 def vppo(signals, mask, vppo_top_frac: float = 0.4, vppo_beta_min: float = 0.9) -> torch.Tensor:
-    """VPPO: gradient only on each response's top `vppo_top_frac` tokens by visual dependency, and
-    the sequence scaled by beta_i: its mean dependency min-max normalised over the batch's
-    responses to [beta_min, beta_max], beta_max = beta_min + (1 - beta_min) / mean(normalised),
-    so that beta averages to 1 over the responses."""
+    """VPPO: gradient only on exactly k = ceil(vppo_top_frac * |o_i|) tokens of each response, the
+    highest by visual dependency, ties to the earlier token (`rank_topk`), and the sequence scaled
+    by beta_i: its mean dependency min-max normalised over the batch's responses to
+    [beta_min, beta_max], beta_max = beta_min + (1 - beta_min) / mean(normalised), so that beta
+    averages to 1 over the responses.
+
+    Released code: huaixuheqing/VPPO-RL, verl/workers/actor/dp_actor.py lines 398-426 (the
+    per-response rank mask) and 266-296 (the mini-batch min/max of the mean dependency).
+    Differences: beta is normalised over the rows we weigh (those with a non-zero advantage),
+    not the optimiser mini-batch; their ties are ordered by an unstable sort."""
     dep = signals["visual_dependency"].float()
     has = mask.bool().any(1)
     seq = _row_mean(dep, mask)
@@ -178,7 +212,7 @@ def vppo(signals, mask, vppo_top_frac: float = 0.4, vppo_beta_min: float = 0.9) 
         mean_norm = norm[has].mean()
         if float(mean_norm) > 0:
             beta = vppo_beta_min + (1.0 - vppo_beta_min) * norm / mean_norm
-    return topk_mask(dep, mask, vppo_top_frac, per_row=True) * beta[:, None]
+    return topk_mask(dep, mask, vppo_top_frac, per_row=True, exact=True) * beta[:, None]
 
 
 def _minmax_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -186,21 +220,39 @@ def _minmax_rows(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     big = torch.finfo(x.dtype).max
     lo = torch.where(valid, x, torch.full_like(x, big)).min(1, keepdim=True).values
     hi = torch.where(valid, x, torch.full_like(x, -big)).max(1, keepdim=True).values
-    span = (hi - lo).clamp(min=1e-12)
+    span = (hi - lo).clamp(min=1e-6)  # PEPO's eps (grpo_trainer.py line 265)
     return torch.where(valid, (x - lo) / span, torch.zeros_like(x))
 
 
+PEPO_VARIANTS = ("released", "minmax")
+
+
 @register_method("pepo", needs=("entropy", "visual_similarity"))
-def pepo(signals, mask, progress: float = 1.0, pepo_gate: float = 0.05, pepo_temperature: float = 1.8) -> torch.Tensor:
+def pepo(signals, mask, progress: float = 1.0, pepo_gate: float = 0.05, pepo_temperature: float = 1.8,
+         pepo_variant: str = "released") -> torch.Tensor:
     """PEPO: s (visual similarity) and h (entropy) min-max normalised per response; gate
-    g = 1 + gate * tanh(s + h - mean(s + h)); w = |o| softmax(s g / temperature) over the
-    response's valid tokens (mean 1 per response); applied as (1 - p) + p w, p the progress."""
+    g = 1 + gate * tanh(s + h - mean(s + h)); w = |o| softmax(x g / temperature) over the
+    response's valid tokens (mean 1 per response); applied as (1 - p) + p w, p the progress.
+
+    `released` (xzxxntxdy/PEPO, src/pepo/train/grpo_trainer.py lines 259-282 at 2b1e788; the
+    schedule lines 436-439): x = the raw similarity (mean cosine, averaged over all hidden states,
+    embeddings included, at the token's own position: `signals.compute_signals` with
+    `similarity_layers=None, similarity_at_token=True`). Raw cosines spread ~0.1 within a response,
+    so the weights stay within a few percent of 1. `minmax`: x = the min-max-normalised s, which
+    spreads the weights up to e^(1/1.8) = 1.74x; kept as an option because on the tiny models the
+    released weights are indistinguishable from `none` (a stronger contrast to compare against),
+    not because the paper does it. The gate and its temperature 1.8 are the released scripts'
+    (scripts/train/train_pepo_geometry3k_qwen25vl_3b.sh lines 75-76)."""
+    if pepo_variant not in PEPO_VARIANTS:
+        raise ValueError(f"unknown pepo_variant {pepo_variant!r}; known: {', '.join(PEPO_VARIANTS)}")
     valid = mask.bool()
-    s = _minmax_rows(signals["visual_similarity"].float(), mask)
+    raw = signals["visual_similarity"].float()
+    s = _minmax_rows(raw, mask)
     h = _minmax_rows(signals["entropy"].float(), mask)
     sh = s + h
     g = 1.0 + pepo_gate * torch.tanh(sh - _row_mean(sh, mask)[:, None])
-    logits = torch.where(valid, s * g / pepo_temperature, torch.full_like(s, float("-inf")))
+    x = raw if pepo_variant == "released" else s
+    logits = torch.where(valid, x * g / pepo_temperature, torch.full_like(s, float("-inf")))
     soft = torch.nan_to_num(torch.softmax(logits, dim=1), nan=0.0)  # all-padding rows: 0
     w = soft * valid.sum(1, keepdim=True).float()
     p = float(min(max(progress, 0.0), 1.0))

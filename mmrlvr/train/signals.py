@@ -72,9 +72,9 @@ def _forward(model, inputs: dict, ids: torch.Tensor, mask: torch.Tensor, **extra
     return model(**kw, use_cache=False, **extra)
 
 
-def _decoder_layers(model):
+def _decoder_module(model, name: str):
     inner = base_model(model)
-    for path in ("model.language_model.layers", "model.text_model.layers", "model.layers", "language_model.model.layers"):
+    for path in (f"model.language_model.{name}", f"model.text_model.{name}", f"model.{name}", f"language_model.model.{name}"):
         obj = inner
         try:
             for part in path.split("."):
@@ -82,7 +82,11 @@ def _decoder_layers(model):
             return obj
         except AttributeError:
             continue
-    raise AttributeError(f"cannot find the decoder layers of {type(inner).__name__}")
+    raise AttributeError(f"cannot find the decoder {name} of {type(inner).__name__}")
+
+
+def _decoder_layers(model):
+    return _decoder_module(model, "layers")
 
 
 def _visual_ids(model) -> torch.Tensor:
@@ -92,36 +96,50 @@ def _visual_ids(model) -> torch.Tensor:
 
 
 @contextmanager
-def _similarity_probe(model, layers: Sequence[int], t: int, out: list):
-    """Hooks that turn chosen decoder layers' hidden states into (n, T) similarities as the forward
-    runs and keep only those: memory stays O(n * (L + T)) per layer, not all hidden states.
+def _similarity_probe(model, layers: Sequence[int] | None, t: int, out: list, at_token: bool = False):
+    """Hooks that turn hidden states into (n, T) similarities as the forward runs and keep only
+    those: memory stays O(n * (L + T)) per state, not all hidden states.
 
     similarity_t = mean over visual positions v of cos(h_t, h_v) = normalise(h_t) . mean_v normalise(h_v),
-    with h_t the state that predicts completion token t (aligned with its log-prob and entropy);
-    averaged over the chosen layers.
+    with h_t the state that predicts completion token t (aligned with its log-prob and entropy) or,
+    with `at_token`, the state at token t; averaged over the chosen states. `layers`: decoder
+    layers whose outputs are used, or None: every state of `output_hidden_states` (the embeddings
+    entering layer 0, each layer's output, the last one after the final norm), as PEPO's released
+    code averages them (src/pepo/train/grpo_trainer.py lines 83-96).
     """
     all_layers = _decoder_layers(model)
-    chosen = sorted({i % len(all_layers) for i in layers})
     vis_ids = _visual_ids(model)
     state: dict = {}
 
     def pre(_mod, _args, kwargs):
         state["visual"] = torch.isin(kwargs["input_ids"], vis_ids.to(kwargs["input_ids"].device)).float()
 
-    def hook(_mod, _args, output):
-        h = output[0] if isinstance(output, tuple) else output
-        sim = similarity_to_visual(h, state["visual"], t) / len(chosen)
+    def add(h):
+        sim = similarity_to_visual(h, state["visual"], t, at_token)
         state["sim"] = sim if "sim" not in state else state["sim"] + sim
+        state["n"] = state.get("n", 0) + 1
+
+    def hook(_mod, _args, output):
+        add(output[0] if isinstance(output, tuple) else output)
+
+    def embed_hook(_mod, args, kwargs):
+        add(args[0] if args else kwargs["hidden_states"])
 
     handles = [base_model(model).register_forward_pre_hook(pre, with_kwargs=True)]
-    handles += [all_layers[i].register_forward_hook(hook) for i in chosen]
+    if layers is None:
+        handles.append(all_layers[0].register_forward_pre_hook(embed_hook, with_kwargs=True))
+        handles += [all_layers[i].register_forward_hook(hook) for i in range(len(all_layers) - 1)]
+        handles.append(_decoder_module(model, "norm").register_forward_hook(hook))
+    else:
+        chosen = sorted({i % len(all_layers) for i in layers})
+        handles += [all_layers[i].register_forward_hook(hook) for i in chosen]
     try:
         yield state
     finally:
         for h in handles:
             h.remove()
         if "sim" in state:
-            out.append(state["sim"])
+            out.append(state["sim"] / state["n"])
 
 
 @torch.no_grad()
@@ -129,12 +147,14 @@ def compute_signals(
     model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
     needs: Sequence[str], *, temperature: float = 1.0, suppress_ids: Sequence[int] = (),
     corrupt_prob: float = 0.5, seed: int = 0, fill: dict | None = None,
-    similarity_layers: Sequence[int] = (-1,), chunk_rows: int = 64,
+    similarity_layers: Sequence[int] | None = (-1,), similarity_at_token: bool = False, chunk_rows: int = 64,
 ) -> dict[str, torch.Tensor]:
     """The requested signals, each (N, T) float on the CPU, 0 on padding.
 
     Costs: entropy and visual_similarity come from one clean forward; visual_dependency adds one
     forward on the corrupted media (and needs the clean one for the tokens' log-probs).
+    `similarity_layers` / `similarity_at_token`: see `_similarity_probe` (None / True: PEPO's
+    released similarity).
     """
     unknown = set(needs) - set(SIGNALS)
     if unknown:
@@ -149,7 +169,7 @@ def compute_signals(
         tc = max(1, int(completion_mask[rows].sum(1).max()))
         ids, mask = completion_ids[rows, :tc], completion_mask[rows, :tc]
         sims: list = []
-        probe = _similarity_probe(model, similarity_layers, tc, sims) if "visual_similarity" in needs else _null()
+        probe = _similarity_probe(model, similarity_layers, tc, sims, similarity_at_token) if "visual_similarity" in needs else _null()
         with probe:
             logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
         lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)

@@ -22,6 +22,7 @@ from mmrlvr.train.signals import compute_signals
 from mmrlvr.train.learner import micro_rows
 
 DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
+DEPENDENT = 1e-3  # visual dependency above which a token counts as image-dependent (|delta logp| > ~0.045)
 
 
 @dataclass
@@ -40,6 +41,14 @@ def signals_needed(method: str, diagnose: bool) -> set[str]:
     return needs | set(DIAGNOSTIC_SIGNALS) if diagnose else needs
 
 
+def similarity_source(tw) -> dict:
+    """The hidden states PEPO's similarity reads: the released variant's (all of them, at each
+    token) or the chosen layers at the state predicting each token (minmax)."""
+    if tw.pepo_variant == "released":
+        return {"similarity_layers": None, "similarity_at_token": True}
+    return {"similarity_layers": tw.similarity_layers, "similarity_at_token": False}
+
+
 def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: int, fill: dict | None,
                  diagnose: bool = False) -> TokenWeighting:
     """Signals the method needs (plus entropy and visual dependency when `diagnose`), the method's
@@ -56,7 +65,7 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
     signals = compute_signals(
         model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask, sorted(needs),
         temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
-        seed=cfg.seed * 1_000_003 + step, fill=fill, similarity_layers=tw.similarity_layers,
+        seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
         chunk_rows=micro_rows(len(rows), algo),
     )
     params = {k: v for k, v in dataclasses.asdict(tw).items() if k != "method"}
@@ -68,6 +77,7 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
     out.metrics["tokens/weight_mean"] = float(w_rows[valid].mean())
     if "visual_dependency" in signals:
         out.metrics["tokens/visual_dependency"] = float(signals["visual_dependency"][valid].mean())
+        out.metrics["tokens/dependent_frac"] = float((signals["visual_dependency"][valid] > DEPENDENT).float().mean())
     if "entropy" in signals and "visual_dependency" in signals:
         out.labels = token_labels(signals["entropy"], signals["visual_dependency"], mask,
                                   tw.perception_frac, tw.reasoning_frac)

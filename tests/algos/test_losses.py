@@ -140,3 +140,15 @@ def test_clip_fractions_use_their_own_bound():
     # r = 0.75 with A < 0: below 1 - 0.2, clipped low whatever clip_high is
     _, low = policy_loss(lp, old, -adv, mask, clip_low=0.2, clip_high=0.28)
     assert low["clip_frac_low"].item() == 0.5 and low["clip_frac_high"].item() == 0.0
+
+
+def test_lower_clip_bound_is_clip_low_with_asymmetric_clips():
+    # A = -1, r = 0.75: loss max(-A r, -A clip(r, 1 - 0.1, 1 + 0.3)) = max(0.75, 0.9) = 0.9.
+    # With the lower bound taken from clip_high it would be max(0.75, 0.7) = 0.75.
+    lp, old = torch.log(torch.tensor([[0.75]])), torch.zeros(1, 1)
+    loss, stats = policy_loss(lp, old, torch.tensor([[-1.0]]), torch.ones(1, 1), clip_low=0.1, clip_high=0.3)
+    assert loss.item() == pytest.approx(0.9) and stats["clip_frac_low"].item() == 1.0
+    # A = +1, r = 1.25 stays inside 1 + 0.3: -1.25 (unclipped), whatever clip_low is
+    loss_hi, _ = policy_loss(torch.log(torch.tensor([[1.25]])), old, torch.tensor([[1.0]]), torch.ones(1, 1),
+                             clip_low=0.1, clip_high=0.3)
+    assert loss_hi.item() == pytest.approx(-1.25)

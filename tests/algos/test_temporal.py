@@ -16,18 +16,45 @@ def t(rows):
 
 def test_tgrpo_by_hand_with_edge_cases():
     ordered = t([
-        [1, 1, 0, 0],  # p = 0.5, shuffled p~ = 0.25: 0.5 >= 0.25 -> the two correct get 0.3
+        [1, 1, 0, 0],  # p = 0.5, shuffled p~ = 0.25: 0.5 > 0.25 -> the two correct get 0.3
         [1, 0, 0, 0],  # p = 0.25, p~ = 0.5: order did not help -> no bonus
-        [1, 0, 1, 0],  # p = 0.5 = p~: mu = 1 and ">=" -> bonus
+        [1, 0, 1, 0],  # p = 0.5 = p~: strict ">" (Video-R1's paper) -> no bonus
         [0, 0, 0, 0],  # all wrong: nothing to reward, p~ = 0.5 or not
         [1, nan, 1, 0],  # NaN counts as wrong: p = 0.5, p~ = 0 -> the two correct get 0.3
     ])
     shuffled = t([[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]])
-    want = t([[.3, .3, 0, 0], [0, 0, 0, 0], [.3, 0, .3, 0], [0, 0, 0, 0], [.3, 0, .3, 0]])
+    want = t([[.3, .3, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [.3, 0, .3, 0]])
     assert torch.allclose(tgrpo_bonus(ordered, shuffled, alpha=0.3, mu=1.0), want)
-    # mu = 2: row 0 needs 0.5 >= 2 * 0.25 = 0.5 (yes); row 2 needs 0.5 >= 1.0 (no); p~ = 0 still passes
-    want_mu2 = t([[.3, .3, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [.3, 0, .3, 0]])
+    # mu = 2: row 0 needs 0.5 > 2 * 0.25 = 0.5 (no, equal); p~ = 0 still passes (row 4)
+    want_mu2 = t([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [.3, 0, .3, 0]])
     assert torch.allclose(tgrpo_bonus(ordered, shuffled, alpha=0.3, mu=2.0), want_mu2)
+    # mu = 0.8 (Video-R1's code): row 2 now passes, 0.5 > 0.4; row 1: 0.25 > 0.4 still fails
+    want_mu08 = t([[.3, .3, 0, 0], [0, 0, 0, 0], [.3, 0, .3, 0], [0, 0, 0, 0], [.3, 0, .3, 0]])
+    assert torch.allclose(tgrpo_bonus(ordered, shuffled, alpha=0.3, mu=0.8), want_mu08)
+
+
+def test_partial_credit_counts_above_the_default_threshold():
+    # tiou-like partial scores. Default threshold 0.1, strict (Video-R1: reward > 0.1):
+    # ordered [0.45, 0.1, 0.0, 0.2] -> correct [1, 0, 0, 1], p = 0.5 (0.1 is not > 0.1)
+    # shuffled [0.05, 0.3] -> correct [0, 1], p~ = 0.5 -> 0.5 > 0.5 fails: no bonus
+    # shuffled [0.05, 0.1] -> correct [0, 0], p~ = 0 -> bonus 0.3 on the two correct
+    ordered = t([[0.45, 0.1, 0.0, 0.2], [0.45, 0.1, 0.0, 0.2]])
+    shuffled = t([[0.05, 0.3], [0.05, 0.1]])
+    want = t([[0, 0, 0, 0], [.3, 0, 0, .3]])
+    assert torch.allclose(tgrpo_bonus(ordered, shuffled), want)
+    # with threshold 0.4 only 0.45 counts: p = 0.25 > p~ = 0 on both rows
+    assert torch.allclose(tgrpo_bonus(ordered, shuffled, threshold=0.4), t([[.3, 0, 0, 0], [.3, 0, 0, 0]]))
+
+
+def test_bonus_survives_dr_grpo_but_not_grpo_std():
+    from mmrlvr.algos.advantages import compute_advantages
+
+    rewards = t([[1, 1, 0, 0]])  # binary verifier; p = 0.5 > p~ = 0 -> bonus 0.3 on the correct
+    bonus = tgrpo_bonus(rewards, t([[0, 0]]))
+    # grpo: (r - mean) / std is invariant to r -> 1.3 r: same advantages
+    assert torch.allclose(compute_advantages("grpo", rewards + bonus), compute_advantages("grpo", rewards), atol=1e-5)
+    # dr_grpo: r - mean = [.5, .5, -.5, -.5] -> with the bonus [.65, .65, -.65, -.65]
+    assert torch.allclose(compute_advantages("dr_grpo", rewards + bonus), t([[.65, .65, -.65, -.65]]))
 
 
 def test_tgrpo_is_per_prompt_not_per_batch():
@@ -45,20 +72,23 @@ def test_tgpo_by_hand():
     # bonus = 0.3 * gap / 1 on correct answers: 0.3, 0.15, 0 (order did not help), 0 (all wrong)
     want = t([[.3, .3, .3, .3], [.15, .15, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
     assert torch.allclose(tgpo_bonus(ordered, shuffled, alpha=0.3, mu=1.0), want)
-    # p = p~ everywhere: no gap, no bonus (unlike T-GRPO, which pays the full alpha at p = p~)
+    # p = p~ everywhere: no gap, no bonus (and none from T-GRPO's strict ">" either)
     same = t([[1, 0], [1, 1]])
     assert torch.equal(tgpo_bonus(same, same), torch.zeros(2, 2))
-    assert torch.allclose(tgrpo_bonus(same, same), t([[.3, 0], [.3, .3]]))
+    assert torch.equal(tgrpo_bonus(same, same), torch.zeros(2, 2))
 
 
 def test_stats_and_threshold():
     ordered, shuffled = t([[1.0, 0.6], [0.4, 1.0]]), t([[0.0], [1.0]])
-    bonus, stats = temporal_bonus("tgrpo", ordered, shuffled, alpha=0.5, mu=1.0, threshold=1.0)
-    # correct: [1, 0], [0, 1] -> p = 0.5, 0.5; p~ = 0, 1 -> prompt 0 only: bonus on (0, 0)
+    bonus, stats = temporal_bonus("tgrpo", ordered, shuffled, alpha=0.5, mu=1.0, threshold=0.9)
+    # correct (> 0.9): [1, 0], [0, 1] -> p = 0.5, 0.5; p~ = 0, 1 -> prompt 0 only: bonus on (0, 0)
     assert torch.allclose(bonus, t([[.5, 0], [0, 0]]))
     assert stats["temporal/ordered_acc"] == pytest.approx(0.5) and stats["temporal/shuffled_acc"] == pytest.approx(0.5)
     assert stats["temporal/bonus_frac"] == pytest.approx(0.25)
     # a threshold of 0.5 also counts 0.6 as correct: p = 1 for prompt 0
     assert accuracy(ordered, 0.5).tolist() == [1.0, 0.5]
+    # the default, 0.1, counts 0.4 too; exactly the threshold does not count (strict)
+    assert accuracy(ordered).tolist() == [1.0, 1.0]
+    assert accuracy(ordered, 0.4).tolist() == [1.0, 0.5]
     with pytest.raises(ValueError, match="known: tgrpo, tgpo"):
         temporal_bonus("tgrpo2", ordered, shuffled, 0.3, 1.0)

@@ -54,32 +54,83 @@ def test_topk_per_row_keeps_ties():
     assert close(topk_mask(dep, mask, 0.4, per_row=True), [[1, 1, 0, 0], [1, 1, 1, 1]])
 
 
+def test_topk_exact_breaks_ties_by_position():
+    dep = torch.tensor([[1.0, 3.0, 0.0, 9.0], [2.0, 2.0, 2.0, 2.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    # row 1: k = ceil(0.4 * 4) = 2 of four ties -> the first two positions
+    assert close(topk_mask(dep, mask, 0.4, per_row=True, exact=True), [[1, 1, 0, 0], [1, 1, 0, 0]])
+    # batch-wide (row-major): 7 valid, k = ceil(2.8) = 3: 3.0, then the 2.0s at (1, 0), (1, 1)
+    assert close(topk_mask(dep, mask, 0.4, exact=True), [[0, 1, 0, 0], [1, 1, 0, 0]])
+
+
 def test_vppo_hand_values():
     dep = torch.tensor([[1.0, 3.0, 0.0, 5.0], [2.0, 2.0, 2.0, 2.0], [0.0, 0.0, 7.0, 7.0]])
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0]])
     w = token_weights("vppo", {"visual_dependency": dep}, mask, vppo_top_frac=0.4, vppo_beta_min=0.9)
     # response means 4/3, 2, 0 -> min-max normalised 2/3, 1, 0, whose mean is 5/9;
     # beta = 0.9 + 0.1 * norm / (5/9) = 1.02, 1.08, 0.9 (mean 1)
-    # top 40% per response: row 0 k = 2 (3.0, 1.0); row 1 k = 2, four ties; row 2 k = 1, two ties
-    assert close(w, [[1.02, 1.02, 0, 0], [1.08] * 4, [0.9, 0.9, 0, 0]])
+    # exactly k = ceil(0.4 |o_i|) per response: row 0 k = 2 (3.0, 1.0); row 1 k = 2 of four ties
+    # (the first two); row 2 k = ceil(0.8) = 1 of two ties at 0 (the first)
+    assert close(w, [[1.02, 1.02, 0, 0], [1.08, 1.08, 0, 0], [0.9, 0, 0, 0]])
 
 
-def test_pepo_hand_values():
+def test_vppo_sparse_response_keeps_exactly_k():
+    # 10 tokens, 8 of them confident (dependency exactly 0.0) -> k = ceil(0.4 * 10) = 4:
+    # the two dependent tokens (positions 3 and 7) and the first two zeros (positions 0 and 1).
+    # Keeping ties would give all 10 tokens weight 1: no selection at all.
+    dep = torch.zeros(1, 10)
+    dep[0, 3], dep[0, 7] = 0.5, 2.0
+    w = token_weights("vppo", {"visual_dependency": dep}, torch.ones(1, 10), vppo_top_frac=0.4)
+    assert close(w, [[1, 1, 0, 1, 0, 0, 0, 1, 0, 0]])  # one response: beta = 1
+    labels = token_labels(torch.arange(10.0)[None] / 10, dep, torch.ones(1, 10), perception_frac=0.3,
+                          reasoning_frac=0.1)
+    # perception: k = 3 -> positions 7 and 3, then the first of the eight zeros (position 0);
+    # reasoning: k = 1 -> the highest entropy, position 9. Keeping ties would label all ten perception.
+    assert (labels == PERCEPTION).nonzero()[:, 1].tolist() == [0, 3, 7]
+    assert (labels == REASONING).nonzero()[:, 1].tolist() == [9]
+    # entropy ties too (confident tokens: entropy 0): reasoning k = 2 -> position 5, then position 0
+    ent = torch.zeros(1, 10)
+    ent[0, 5] = 1.0
+    labels = token_labels(ent, dep, torch.ones(1, 10), perception_frac=0.1, reasoning_frac=0.2)
+    assert (labels == REASONING).nonzero()[:, 1].tolist() == [0, 5]
+    assert (labels == PERCEPTION).nonzero()[:, 1].tolist() == [7]
+
+
+def test_pepo_minmax_hand_values():
     s = torch.tensor([[0.0, 1.0, 0.5], [0.0, 1.0, 3.0]])
     h = torch.tensor([[1.0, 0.0, 0.5], [2.0, 2.0, 9.0]])
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
     sig = {"visual_similarity": s, "entropy": h}
-    w = token_weights("pepo", sig, mask, progress=1.0)
+    w = token_weights("pepo", sig, mask, progress=1.0, pepo_variant="minmax")
     # row 0: s, h already in [0, 1]; s + h = 1 everywhere -> gate 1; softmax([0, 1, .5] / 1.8) * 3
     #   = [0.73835, 1.28688, 0.97477]
     # row 1 (2 valid tokens): s -> [0, 1], h constant -> [0, 0]; s + h - mean = [-.5, .5];
     #   g = 1 + 0.05 tanh(+-0.5) = [0.97689, 1.02311]; softmax([0, 1.02311 / 1.8]) * 2 = [0.72322, 1.27678]
     assert close(w, [[0.73835, 1.28688, 0.97477], [0.72322, 1.27678, 0.0]])
     # progress 0.5: 0.5 + 0.5 w
-    half = token_weights("pepo", sig, mask, progress=0.5)
+    half = token_weights("pepo", sig, mask, progress=0.5, pepo_variant="minmax")
     assert close(half[0], [0.86918, 1.14344, 0.98738])
     # progress 0: plain GRPO weights
-    assert close(token_weights("pepo", sig, mask, progress=0.0), mask.float())
+    assert close(token_weights("pepo", sig, mask, progress=0.0, pepo_variant="minmax"), mask.float())
+
+
+def test_pepo_released_softmax_over_raw_similarity():
+    # raw cosines with the ~0.1 spread of real models; the released softmax reads them as they are
+    s = torch.tensor([[0.20, 0.30, 0.25], [0.10, 0.20, 0.90]])
+    h = torch.tensor([[1.0, 0.0, 0.5], [2.0, 2.0, 9.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    sig = {"visual_similarity": s, "entropy": h}
+    w = token_weights("pepo", sig, mask, progress=1.0, pepo_gate=0.5, pepo_temperature=0.1)
+    # row 0: s_norm = [0, 1, .5], h_norm = [1, 0, .5]: s + h = 1 -> gate 1;
+    #   softmax([.2, .3, .25] / 0.1) * 3 = 3 [e^2, e^3, e^2.5] / 39.657 = [0.55899, 1.51947, 0.92154]
+    # row 1: s_norm = [0, 1], h_norm = [0, 0], centred [-.5, .5]; g = 1 + 0.5 tanh(+-.5) = [0.76894, 1.23106];
+    #   logits [.1 * .76894, .2 * 1.23106] / 0.1 = [0.76894, 2.46212]; softmax * 2 = [0.31069, 1.68931]
+    assert close(w, [[0.55899, 1.51947, 0.92154], [0.31069, 1.68931, 0.0]])
+    # the default variant is the released one; at the default temperature 1.8 a 0.1 spread moves
+    # the weights by a few percent: softmax([.2, .3, .25] / 1.8) * 3 = [0.97238, 1.02790, 0.99972]
+    assert close(token_weights("pepo", sig, mask)[0], [0.97238, 1.02790, 0.99972])
+    with pytest.raises(ValueError, match="known: released, minmax"):
+        token_weights("pepo", sig, mask, pepo_variant="paper")
 
 
 def test_tor_and_labels_hand_values():
@@ -100,6 +151,21 @@ def test_tor_and_labels_hand_values():
     assert stats["tokens/other_frac"] == pytest.approx(2 / 7)
     assert stats["tokens/weight_both"] == pytest.approx(14 / 9)
     assert stats["tokens/weight_other"] == pytest.approx(3.5 / 9)
+
+
+def test_tor_non_default_coefficients_land_on_their_labels():
+    ent = torch.tensor([[0.9, 0.1, 0.2, 5.0], [0.3, 0.8, 0.1, 0.1]])
+    dep = torch.tensor([[0.1, 5.0, 0.2, 9.0], [4.0, 0.1, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    # labels as above: [[R, P, P, pad], [B, R, O, O]]; all four coefficients differ, so a swap shows
+    w = token_weights("tor", {"entropy": ent, "visual_dependency": dep}, mask, perception_frac=0.3,
+                      reasoning_frac=0.3, tor_perception=2.0, tor_reasoning=3.0, tor_both=5.0, tor_other=1.0)
+    # raw [[3, 2, 2, 0], [5, 3, 1, 1]], sum 17 over 7 tokens -> times 7/17
+    assert close(w, [[3 * 7 / 17, 2 * 7 / 17, 2 * 7 / 17, 0], [5 * 7 / 17, 3 * 7 / 17, 7 / 17, 7 / 17]])
+    # tor_other = 0 masks the other tokens out: raw [[3, 2, 2, 0], [5, 3, 0, 0]], sum 15 -> times 7/15
+    w0 = token_weights("tor", {"entropy": ent, "visual_dependency": dep}, mask, perception_frac=0.3,
+                       reasoning_frac=0.3, tor_perception=2.0, tor_reasoning=3.0, tor_both=5.0, tor_other=0.0)
+    assert close(w0[1], [5 * 7 / 15, 3 * 7 / 15, 0, 0])
 
 
 def test_entropy_topk_method_and_none():

@@ -191,3 +191,14 @@ def test_samples_hold_no_decoded_image_until_their_batch_is_encoded(tmp_path, mo
         assert isinstance(s.images[0], RowRef) and not isinstance(s.images[0], (bytes, Image.Image))
     enc = encode_prompts(processor, samples[:2])
     assert len(calls) == 2 and enc["image_grid_thw"].shape[0] == 2
+
+
+def test_two_candidate_columns_present_take_the_first_candidate():
+    from mmrlvr.data.io import resolve_columns
+
+    # both candidates exist; the dataset lists "solution" first: the mapping's order decides
+    names = ["image", "solution", "question", "answer"]
+    got = resolve_columns(names, {"answer": ["answer", "solution"], "question": "question"}, "rows.jsonl", ["answer"])
+    assert got == {"answer": "answer", "question": "question"}
+    got = resolve_columns(names, {"answer": ["solution", "answer"]}, "rows.jsonl", ["answer"])
+    assert got == {"answer": "solution"}

@@ -186,3 +186,13 @@ def test_processor_metadata_gives_the_sampled_fps():
     meta = {"fps": 30.0, "frame_indices": [60, 80, 100, 120], "span_frames": 61, "total_frames": 300}
     md = VideoMetadata(**processor_metadata(meta))
     assert md.sampled_fps == pytest.approx(4 / 61 * 30.0)
+
+
+def test_two_frame_shuffle_is_never_in_order():
+    # with 2 frames a random permutation is the identity half the time; the contrast needs the swap
+    assert all(video_module.shuffle_order(2, seed) == [1, 0] for seed in range(40))
+    frames = np.stack([np.full((4, 4, 3), 10, np.uint8), np.full((4, 4, 3), 200, np.uint8)])
+    for seed in range(8):
+        shown, meta = video_module.ShuffledVideo(frames, seed).load()
+        assert meta["permutation"] == [1, 0] and shown[0, 0, 0, 0] == 200 and shown[1, 0, 0, 0] == 10
+    assert video_module.shuffle_order(1, 0) == [0]

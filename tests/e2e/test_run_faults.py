@@ -131,3 +131,35 @@ def test_no_intact_checkpoint_is_one_line_from_the_cli(tmp_path, capsys):
     assert main(["train", "configs/quickstart.yaml", *SMALL, f"output_dir={run}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"mmrlvr: error: no intact checkpoint in {run / 'checkpoints'}")
+
+
+def test_checkpoints_order_by_step_number_not_by_name(tmp_path):
+    """step_10 is newer than step_9 (by name "step_10" < "step_9"): resuming and pruning use numbers."""
+    import torch
+
+    from mmrlvr.train.checkpoint import list_checkpoints
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Linear(2, 2)
+
+        def save_pretrained(self, d):
+            from safetensors.torch import save_file
+
+            save_file(self.state_dict(), str(d / "model.safetensors"))
+
+    class Proc:
+        def save_pretrained(self, d):
+            (d / "processor_config.json").write_text("{}")
+
+    model = Tiny()
+    opt = torch.optim.AdamW(model.parameters())
+    for step in (9, 10, 11):  # keep 2: step_9 is the one pruned, then step_10 and step_11 remain
+        save_checkpoint(tmp_path, step, model, Proc(), opt, {"data_pos": step})
+    root = tmp_path / "checkpoints"
+    assert list_checkpoints(tmp_path) == [root / "step_10", root / "step_11"]
+    assert latest_checkpoint(tmp_path) == root / "step_11"
+    (root / "step_100").mkdir()  # a bare directory: broken, so the newest intact one is chosen
+    assert list_checkpoints(tmp_path)[-1] == root / "step_100"
+    assert latest_checkpoint(tmp_path, warn=lambda m: None) == root / "step_11"

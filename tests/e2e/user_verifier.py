@@ -18,3 +18,8 @@ def even_length_odd_ids(completion: str, sample) -> Verdict:
     if sample.id[-1:].isdigit() and int(sample.id[-1]) % 2 == 0:
         return Verdict(0.0, "even id: constant reward")
     return even_length(completion, sample)
+
+
+def length_thirds(completion: str, sample) -> Verdict:
+    """Partial credit from the length: 0, 0.5 or 1 (len % 3 / 2), for thresholds on scores."""
+    return Verdict((len(completion) % 3) / 2, "length mod 3")

@@ -141,3 +141,25 @@ def test_step_logprobs_use_the_rollout_temperature(fresh_tiny):
     lp = batch_logprobs(model, batch, cfg, suppress)
     m = out.completion_mask.bool()
     assert (lp - out.sampler_logprobs)[m].abs().max().item() < 1e-4
+
+
+def test_mixed_lengths_are_trimmed_and_padded_back_in_place(fresh_tiny):
+    """Rows shorter than the batch run a forward cut at their longest completion and are padded
+    back to T on the right: the result equals the untrimmed forward at every valid position."""
+    from mmrlvr.train.step import batch_logprobs, rows_logprobs
+
+    model, batch, cfg, _, suppress = _batch(fresh_tiny)
+    lengths = torch.tensor([8, 3, 5, 1, 6, 2, 8, 4, 7, 3, 2, 5])
+    batch.completion_mask = (torch.arange(8)[None] < lengths[:, None]).long()
+    m = batch.completion_mask.bool()
+    full = batch_logprobs(model, batch, cfg, suppress)  # longest row has 8 tokens: no trim
+    per_row = batch_logprobs(model, batch, cfg, suppress, 1)  # each row trimmed to its own length
+    assert per_row.shape == full.shape == (12, 8)
+    assert torch.allclose(per_row[m], full[m], atol=1e-5) and (per_row[~m] == 0).all()
+    # the update's own path, with entropy: rows 1 and 3 (3 and 1 tokens) run a 3-token forward
+    lp, ent = rows_logprobs(model, batch, [1, 3], cfg, suppress, with_entropy=True, entropy_grad=False)
+    lp_all, ent_all = rows_logprobs(model, batch, [0, 1, 3], cfg, suppress, with_entropy=True, entropy_grad=False)
+    assert lp.shape == ent.shape == (2, 8)
+    sub = m[[1, 3]]
+    assert torch.allclose(lp[sub], lp_all[1:][sub], atol=1e-5) and torch.allclose(ent[sub], ent_all[1:][sub], atol=1e-5)
+    assert (ent[:, 3:] == 0).all() and (lp[:, 3:] == 0).all()

@@ -74,6 +74,24 @@ def test_signals_match_the_training_forward_and_vanish_without_corruption(tiny, 
     assert torch.allclose(again["visual_dependency"], dep, atol=1e-5)
 
 
+def test_dependency_compares_both_forwards_at_the_sampling_temperature(tiny, batch):
+    """Clean and corrupted log-probs both at temperature 1.7 (the sampler's), with suppressed ids."""
+    from mmrlvr.algos.token_weights import visual_dependency
+
+    model, processor = tiny
+    inputs, ids, mask = batch
+    fill = black_fill(processor)
+    kw = dict(temperature=1.7, suppress_ids=[0])
+    sig = compute_signals(model, inputs, ids, mask, ["entropy", "visual_dependency"], corrupt_prob=0.5, seed=11,
+                          fill=fill, **kw)
+    lp, ent = completion_logprobs(model, inputs, ids, mask, with_entropy=True, **kw)
+    lp_c, _ = completion_logprobs(model, corrupt_media(inputs, 0.5, seed=11, fill=fill), ids, mask, **kw)
+    assert torch.allclose(sig["entropy"], ent.detach() * mask, atol=1e-5)
+    want = visual_dependency(lp.detach(), lp_c.detach(), mask)
+    assert torch.allclose(sig["visual_dependency"], want, atol=1e-5)
+    assert want[mask.bool()].max().item() > 1e-3  # corruption at p = 0.5 does change something
+
+
 def test_similarity_to_visual_hand_values():
     # positions: [v1, v2, text, c0-state, c1-state, last]; t = 2 -> states at positions 3 and 4
     h = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [5.0, 5.0], [3.0, 0.0], [-1.0, 1.0], [9.0, 9.0]]])
@@ -98,6 +116,36 @@ def test_similarity_probe_equals_hidden_states(tiny, batch):
     want = (similarity_to_visual(out.hidden_states[1], visual, t) + similarity_to_visual(out.hidden_states[2], visual, t)) / 2
     assert torch.allclose(sig["visual_similarity"], want * mask, atol=1e-5)
     assert (sig["visual_similarity"][~mask.bool()] == 0).all()
+
+
+def test_similarity_at_token_hand_values():
+    # same states as above; at_token reads positions 4 and 5 (the completion tokens themselves)
+    h = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [5.0, 5.0], [3.0, 0.0], [-1.0, 1.0], [9.0, 9.0]]])
+    visual = torch.tensor([[1, 1, 0, 0, 0, 0]])
+    # c0: [-1, 1] / sqrt 2 . [.5, .5] = 0; c1: [1, 1] / sqrt 2 . [.5, .5] = 1 / sqrt 2
+    want = torch.tensor([[0.0, 2 ** -0.5]])
+    assert torch.allclose(similarity_to_visual(h, visual, 2, at_token=True), want)
+
+
+def test_released_similarity_is_the_mean_over_all_hidden_states_at_each_token(tiny, batch):
+    model, _ = tiny
+    inputs, ids, mask = batch
+    sig = compute_signals(model, inputs, ids, mask, ["visual_similarity"], similarity_layers=None,
+                          similarity_at_token=True, chunk_rows=4)
+    from mmrlvr.train.signals import _forward, _visual_ids
+
+    with torch.no_grad():
+        out = _forward(model, inputs, ids, mask, output_hidden_states=True, logits_to_keep=1)
+    visual = torch.isin(torch.cat([inputs["input_ids"], ids], 1), _visual_ids(model))
+    t = ids.shape[1]
+    # PEPO's released code: every entry of output_hidden_states (embeddings .. final norm), the state at t
+    states = out.hidden_states
+    assert len(states) == len(model.model.language_model.layers) + 1
+    want = sum(similarity_to_visual(h, visual, t, at_token=True) for h in states) / len(states)
+    assert torch.allclose(sig["visual_similarity"], want * mask, atol=1e-5)
+    # not the predicting state, not the last layer alone
+    shifted = sum(similarity_to_visual(h, visual, t) for h in states) / len(states)
+    assert not torch.allclose(sig["visual_similarity"], shifted * mask, atol=1e-3)
 
 
 def test_attention_to_visual_hand_values():

@@ -62,6 +62,29 @@ def test_collect_adds_the_tgrpo_bonus_from_shuffled_frames(tiny):
     assert batch.metrics["temporal/shuffled_acc"] == shuf.mean().item()
 
 
+THIRDS = EVEN.replace(":even_length", ":length_thirds")
+
+
+def test_partial_credit_threshold_reaches_the_bonus(tiny):
+    """A non-default correct_threshold decides which partial scores count as correct."""
+    model, processor = tiny
+    videos = load_task("video_motion", "train", 4, seed=0)
+    cfg = load_config(None, ["rollout.group_size=4", "rollout.prompts_per_step=4", "rollout.max_new_tokens=5",
+                             "rollout.temperature=1.5", "temporal_contrast.enabled=true", "verifier_workers=0",
+                             "temporal_contrast.correct_threshold=0.6", "temporal_contrast.shuffled_samples=4",
+                             f"rewards=[{{verifier: '{THIRDS}', weight: 1.0}}]"])
+    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
+    spy = Spy(HFRolloutEngine(model, processor))
+    batch = collect(spy, PromptStream(videos, seed=0), make_scorer(workers=0), cfg, algo, seed=5)
+    (_, _, out), (_, _, sout) = spy.calls
+    base = torch.tensor([(len(c.text) % 3) / 2 for c in out.completions]).view(4, 4)
+    shuf = torch.tensor([(len(c.text) % 3) / 2 for c in sout.completions]).view(4, 4)
+    at_06 = tgrpo_bonus(base, shuf, alpha=0.3, mu=1.0, threshold=0.6)  # only scores of 1 count
+    at_01 = tgrpo_bonus(base, shuf, alpha=0.3, mu=1.0, threshold=0.1)  # 0.5 counts too
+    assert torch.allclose(batch.rewards, base + at_06)
+    assert not torch.equal(at_06, at_01), "pick a seed where the threshold matters"
+
+
 def test_without_temporal_contrast_nothing_extra_is_sampled(tiny):
     model, processor = tiny
     cfg = load_config(None, ["rollout.group_size=2", "rollout.prompts_per_step=2", "rollout.max_new_tokens=3",

@@ -91,11 +91,63 @@ def test_weights_computed_once_per_batch_do_not_depend_on_diagnostics(fresh_tiny
     assert weigh_tokens(model, batch, adv, none, algo, suppress, step=1, fill=fill).weights is None  # nothing computed
 
 
-def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
+def test_corruption_is_reseeded_every_step_and_read_at_the_sampling_temperature(fresh_tiny):
+    from mmrlvr.data.collate import select_rows
+    from mmrlvr.train.signals import compute_signals
+
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=vppo", "seed=3",
+                                                           "rollout.temperature=1.3"])
+    adv, _ = advantages_for(batch, cfg, algo)
+    deps = []
+    for step in (1, 2):
+        tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=step, fill=fill)
+        rows, mask = tw.rows, batch.completion_mask[tw.rows]
+        # the step's corruption seed: seed * 1_000_003 + step
+        want = compute_signals(model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask,
+                               ["visual_dependency"], temperature=1.3, suppress_ids=suppress,
+                               corrupt_prob=cfg.token_weighting.corrupt_prob, seed=3 * 1_000_003 + step, fill=fill)
+        assert torch.allclose(tw.signals["visual_dependency"], want["visual_dependency"], atol=1e-6)
+        deps.append(tw.signals["visual_dependency"])
+    assert not torch.allclose(deps[0], deps[1])  # another step, other patches blacked out
+
+
+def test_pepo_weighs_with_the_similarity_its_variant_names(fresh_tiny):
+    from mmrlvr.algos.token_weights import token_weights
+    from mmrlvr.data.collate import select_rows
+    from mmrlvr.train.signals import compute_signals
+
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=pepo", "train.steps=4"])
+    adv, _ = advantages_for(batch, cfg, algo)
+    for variant, source in [("released", dict(similarity_layers=None, similarity_at_token=True)),
+                            ("minmax", dict(similarity_layers=[-1], similarity_at_token=False))]:
+        cfg.token_weighting.pepo_variant = variant
+        tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
+        rows, mask = tw.rows, batch.completion_mask[tw.rows]
+        want = compute_signals(model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask,
+                               ["entropy", "visual_similarity"], temperature=cfg.rollout.temperature,
+                               suppress_ids=suppress, **source)
+        assert torch.allclose(tw.signals["visual_similarity"], want["visual_similarity"], atol=1e-6)
+        # step 1 of 4: progress 0.25 -> weights 0.75 + 0.25 w
+        w = token_weights("pepo", want, mask, progress=0.25, pepo_variant=variant)
+        assert torch.allclose(tw.weights[rows], w, atol=1e-6)
+
+
+def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path, monkeypatch):
     from pathlib import Path
 
+    from mmrlvr.train import token_roles
     from mmrlvr.train.loop import train
 
+    progress = []
+    real = token_roles.token_weights
+
+    def spy(method, signals, mask, **params):
+        progress.append(params["progress"])
+        return real(method, signals, mask, **params)
+
+    monkeypatch.setattr(token_roles, "token_weights", spy)
     plugin = Path(__file__).parents[1] / "e2e" / "user_verifier.py"
     cfg = load_config("configs/quickstart.yaml", [
         "task.train_size=32", "task.eval_size=8", "warm_start.steps=0", "rollout.prompts_per_step=2",
@@ -110,9 +162,12 @@ def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
     steps = {r["step"]: r for r in rows if "reward/mean" in r}
     informative = [s for s, r in steps.items() if r["rollout/mixed_group_frac"] > 0]
     assert informative, "the parity reward should give mixed groups"
+    # the schedule pepo reads: progress = step / train.steps, through the loop's own step count
+    assert progress == [s / 2 for s in sorted(informative)]
     for s in informative:
         r = steps[s]
-        assert {"time/token_signals", "tokens/visual_dependency", "tokens/weight_mean"} <= set(r)
+        assert {"time/token_signals", "tokens/visual_dependency", "tokens/weight_mean", "tokens/dependent_frac"} <= set(r)
+        assert 0.0 <= r["tokens/dependent_frac"] <= 1.0
         # vppo alone needs no entropy; the labels come with the diagnostics of logging steps
         assert ("tokens/perception_frac" in r) == (s in (1, 2))
         fracs = r["tokens/perception_frac"] + r["tokens/reasoning_frac"] + r["tokens/both_frac"] + r["tokens/other_frac"]
@@ -138,6 +193,8 @@ def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path):
     ("token_weighting.corrupt_prob=1.5", "token_weighting.corrupt_prob=1.5: expected a probability"),
     ("token_weighting.tor_other=-1", "token_weighting.tor_other=-1.0: expected a finite number >= 0"),
     ("token_weighting.similarity_layers=[]", "token_weighting.similarity_layers=\\[\\]"),
+    ("token_weighting.pepo_variant=paper", "token_weighting.pepo_variant='paper': expected released or minmax"),
+    ("temporal_contrast.correct_threshold=1.0", "temporal_contrast.correct_threshold=1.0: expected a number in \\[0, 1\\)"),
 ])
 def test_bad_token_weighting_settings_fail_before_training(tmp_path, override, match):
     from mmrlvr.config import ConfigError

@@ -18,6 +18,11 @@ def _batch(model, processor, cfg, algo):
     batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     # a fixed, varied reward matrix so every group carries signal
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    # mixed completion lengths (an untrained policy fills every row): micro-batches then trim their
+    # forward to their own longest row and pad back, and token counts differ per row
+    t = batch.completion_mask.shape[1]
+    lengths = torch.tensor([t, 2, t - 1, 1, 3, t, 2, t - 2])[: batch.completion_mask.shape[0]].clamp(1, t)
+    batch.completion_mask = (torch.arange(t)[None] < lengths[:, None]).to(batch.completion_mask.dtype)
     return batch, engine.suppress_ids
 
 
@@ -117,3 +122,23 @@ def test_token_mean_divides_by_valid_tokens_only(fresh_tiny):
     expected = -(adv * lengths).sum() / lengths.sum()
     _, stats = _apply(model, batch, cfg, algo, suppress)
     assert stats["loss/policy"] == pytest.approx(expected.item(), abs=1e-5)
+
+
+def test_overlong_penalty_lowers_the_reward_of_long_completions():
+    """DAPO's soft overlong punishment enters the step's rewards with its sign (<= 0)."""
+    from types import SimpleNamespace
+
+    from mmrlvr.train.step import advantages_for
+
+    cfg = load_config(None, ["rollout.max_new_tokens=8", "algo.advantage=dr_grpo", "algo.overlong_buffer=4",
+                             "algo.overlong_factor=1.0"])
+    algo = resolve_algo(cfg.algo, 8)
+    lengths = torch.tensor([2, 5, 6, 8])
+    batch = SimpleNamespace(rewards=torch.tensor([[1.0, 1.0, 0.0, 0.0]]), truncated=torch.zeros(4, dtype=torch.bool),
+                            completion_mask=(torch.arange(8)[None] < lengths[:, None]).float())
+    adv, mask = advantages_for(batch, cfg, algo)
+    # penalty starts at 8 - 4 = 4 tokens: lengths 2, 5, 6, 8 -> 0, -1/4, -2/4, -1
+    # shaped rewards [1, 0.75, -0.5, -1], mean 0.0625 -> dr_grpo advantages r - mean
+    want = torch.tensor([1.0, 0.75, -0.5, -1.0]) - 0.0625
+    assert torch.allclose(adv.flatten(), want)
+    assert torch.equal(mask, batch.completion_mask)
