@@ -146,7 +146,7 @@ def test_step_logprobs_use_the_rollout_temperature(fresh_tiny):
 def test_mixed_lengths_are_trimmed_and_padded_back_in_place(fresh_tiny):
     """Rows shorter than the batch run a forward cut at their longest completion and are padded
     back to T on the right: the result equals the untrimmed forward at every valid position."""
-    from mmrlvr.train.step import batch_logprobs, rows_logprobs
+    from mmrlvr.train.learner import batch_logprobs, rows_logprobs
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny)
     lengths = torch.tensor([8, 3, 5, 1, 6, 2, 8, 4, 7, 3, 2, 5])

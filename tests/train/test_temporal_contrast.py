@@ -75,7 +75,7 @@ def test_partial_credit_threshold_reaches_the_bonus(tiny):
                              f"rewards=[{{verifier: '{THIRDS}', weight: 1.0}}]"])
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
     spy = Spy(HFRolloutEngine(model, processor))
-    batch = collect(spy, PromptStream(videos, seed=0), make_scorer(workers=0), cfg, algo, seed=5)
+    batch = collect(spy, PromptStream(videos, seed=0), make_scorer(workers=0), with_algo(cfg, algo), seed=5)
     (_, _, out), (_, _, sout) = spy.calls
     base = torch.tensor([(len(c.text) % 3) / 2 for c in out.completions]).view(4, 4)
     shuf = torch.tensor([(len(c.text) % 3) / 2 for c in sout.completions]).view(4, 4)

@@ -98,7 +98,7 @@ def test_corruption_is_reseeded_every_step_and_read_at_the_sampling_temperature(
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=vppo", "seed=3",
                                                            "rollout.temperature=1.3"])
-    adv, _ = advantages_for(batch, cfg, algo)
+    adv, _ = advantages_for(batch, with_algo(cfg, algo))
     deps = []
     for step in (1, 2):
         tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=step, fill=fill)
@@ -119,7 +119,7 @@ def test_pepo_weighs_with_the_similarity_its_variant_names(fresh_tiny):
 
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=pepo", "train.steps=4"])
-    adv, _ = advantages_for(batch, cfg, algo)
+    adv, _ = advantages_for(batch, with_algo(cfg, algo))
     for variant, source in [("released", dict(similarity_layers=None, similarity_at_token=True)),
                             ("minmax", dict(similarity_layers=[-1], similarity_at_token=False))]:
         cfg.token_weighting.pepo_variant = variant
