@@ -91,8 +91,8 @@ MUTANTS = [
 
 # plausible bugs the suite once missed (each has a test seen to fail with it)
 NEW_MUTANTS = [
-    ("trim: log-probs padded back on the left", STEPPY, "lp = F.pad(lp, (0, t_all - t))", "lp = F.pad(lp, (t_all - t, 0))", STEP),
-    ("trim: entropies padded back on the left", STEPPY, "ent = F.pad(ent, (0, t_all - t)) if",
+    ("trim: log-probs padded back on the left", LEARN, "lp = F.pad(lp, (0, t_all - t))", "lp = F.pad(lp, (t_all - t, 0))", STEP),
+    ("trim: entropies padded back on the left", LEARN, "ent = F.pad(ent, (0, t_all - t)) if",
      "ent = F.pad(ent, (t_all - t, 0)) if", STEP),
     ("overlong penalty with the wrong sign", STEPPY, "rewards = rewards + shaped.view_as(rewards)",
      "rewards = rewards - shaped.view_as(rewards)", STEP),
@@ -102,8 +102,8 @@ NEW_MUTANTS = [
     ("corruption seed not per step", ROLES, "seed=cfg.seed * 1_000_003 + step,", "seed=cfg.seed * 1_000_003,", TWT),
     ("token signals at temperature 1", ROLES, "temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob",
      "temperature=1.0, suppress_ids=suppress, corrupt_prob", TWT),
-    ("pepo progress one step behind in the loop", "mmrlvr/train/loop.py", "engine.suppress_ids, step=step, fill=fill,",
-     "engine.suppress_ids, step=step - 1, fill=fill,", TWT),
+    ("pepo progress one step behind in the loop", "mmrlvr/train/loop.py", "learner.suppress_ids, step=step, fill=fill,",
+     "learner.suppress_ids, step=step - 1, fill=fill,", TWT),
     ("pepo progress fixed at 1", ROLES, "progress=step / max(cfg.train.steps, 1)", "progress=1.0", TWT),
     ("tor: perception and reasoning coefficients swapped", TW,
      "coef = torch.tensor([tor_other, tor_perception, tor_reasoning, tor_both, 0.0]",
