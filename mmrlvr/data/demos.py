@@ -145,3 +145,42 @@ class DemoStrategy:
     def metrics(self) -> dict[str, float]:
         shown, n = self._last
         return {"demos/frac": shown / n if n else 0.0}
+
+
+class DemoSource:
+    """A prompt source that applies `DemoStrategy` to what the wrapped source hands out, right
+    after `take` and before rollout (so the demonstrations' media are decoded with the prompt's,
+    and the group is sampled with them). Feedback and state go to the wrapped source: the draw
+    is a function of (seed, step, prompt id), so the schedule position is the step itself."""
+
+    def __init__(self, source, strategy: DemoStrategy):
+        self.source, self.strategy = source, strategy
+        self.prefetchable = getattr(source, "prefetchable", False)
+
+    @property
+    def pos(self) -> int:
+        return self.source.pos
+
+    def take(self, n: int, step: int = 0) -> list[Sample]:
+        return self.strategy(self.source.take(n, step), step)
+
+    def feedback(self, step: int, sample_ids, rewards) -> None:
+        self.source.feedback(step, sample_ids, rewards)
+
+    def metrics(self) -> dict[str, float]:
+        inner = self.source.metrics() if hasattr(self.source, "metrics") else {}
+        return {**inner, **self.strategy.metrics()}
+
+    def state_dict(self) -> dict:
+        return self.source.state_dict()
+
+    def load_state_dict(self, d: dict) -> None:
+        self.source.load_state_dict(d)
+
+    def __copy__(self) -> "DemoSource":
+        """A look-ahead copy: the wrapped source copied too, the strategy's metrics untouched."""
+        import copy
+
+        new = DemoSource(copy.copy(self.source), DemoStrategy.__new__(DemoStrategy))
+        new.strategy.__dict__.update(self.strategy.__dict__)
+        return new
