@@ -360,11 +360,6 @@ def _check_paths(cfg: Config) -> Iterable[str]:
             yield _line("output_dir", cfg.output_dir, f"a writable directory ({parent} is not writable)")
 
 
-NOT_WIRED: tuple[str, ...] = ()
-"""Sample-efficiency methods whose building blocks exist but that `mmrlvr train` does not call
-yet: enabling one is an error rather than a silently ignored setting (all three are wired now)."""
-
-
 def _preset_value(cfg: Config, key: str):
     """algo.<key> as training will see it: the user's value, else the preset's (None if unknown)."""
     from mmrlvr.algos.presets import _BASE, PRESETS
@@ -378,9 +373,6 @@ def _preset_value(cfg: Config, key: str):
 def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
     """What one value alone cannot say: the pass-rate window, a batch that holds no replay,
     rewards DBB cannot read as pass rates, and DBB with settings it cannot work with."""
-    for name in NOT_WIRED:
-        if getattr(cfg.sample_efficiency, name).enabled:
-            yield _line(f"sample_efficiency.{name}.enabled", True, "not wired into `mmrlvr train` yet")
     if cfg.sample_efficiency.dbb.enabled:
         # the overlong penalty would push rewards out of [0, 1]; dynamic sampling would drop the
         # all-equal groups DBB exists to learn from

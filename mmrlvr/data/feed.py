@@ -81,7 +81,7 @@ class MediaStream:
         self.first_bad: list[str] = []
         self._dropped: list[str] = []  # ids dropped for bad media, fed back as unscored next time
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="mmrlvr-media") if prefetch else None
-        self._ahead: tuple[int, int, Future] | None = None  # (pos, n, decoding of those samples)
+        self._ahead: tuple[int, int, int, Future] | None = None  # (pos, n, step, decoding of those samples)
 
     @property
     def pos(self) -> int:
@@ -121,14 +121,15 @@ class MediaStream:
 
     def _take_once(self, n: int, step: int) -> list[Sample]:
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[:2] == (self.stream.pos, n):
-            good, bad = ahead[2].result()
+        if ahead is not None and ahead[:3] == (self.stream.pos, n, step):
+            good, bad = ahead[3].result()
             self.stream.take(n, step)  # advance exactly as far as the prefetch looked
         else:
             good, bad = decode_samples(self.stream.take(n, step), self.video_limits)
         if self._pool is not None and getattr(self.stream, "prefetchable", False):
-            nxt = copy.copy(self.stream).take(n, step)  # decode the next batch while this one is used
-            self._ahead = (self.stream.pos, n, self._pool.submit(decode_samples, nxt, self.video_limits))
+            # decode the next step's batch while this one is used (a source may vary by step: demos)
+            nxt = copy.copy(self.stream).take(n, step + 1)
+            self._ahead = (self.stream.pos, n, step + 1, self._pool.submit(decode_samples, nxt, self.video_limits))
         self._count(n, bad)
         return good
 
