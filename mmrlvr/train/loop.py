@@ -170,6 +170,10 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     # rewards), then the statistics and the source learn every group scored (all ranks', also
     # the groups dynamic sampling dropped)
     adv, _ = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
+    if cfg.sample_efficiency.dbb.enabled:  # each rank updated its own prompts' posteriors: share them
+        stats = state.prompt_stats
+        for sid, ab in gather_lists([(sid, stats.extra(sid)["dbb"]) for sid in dict.fromkeys(batch.sample_ids)]):
+            stats.extra(sid)["dbb"] = list(ab)
     scored = gather_lists(batch.scored or list(zip(batch.sample_ids, batch.rewards.tolist())))
     ids, rows = [i for i, _ in scored], [r for _, r in scored]
     state.prompt_stats.update(step, ids, rows)
