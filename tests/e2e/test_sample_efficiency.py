@@ -82,3 +82,27 @@ def test_demos_follow_the_schedule(tmp_path):
         assert s["demos/frac"] == sum(drawn.values()) / 4
     assert steps[3]["demos/frac"] == steps[4]["demos/frac"] == 0.0
     assert steps[1]["demos/frac"] > 0
+
+
+def test_dbb_posteriors_of_every_rank_are_saved(tmp_path):
+    """Two processes (torchrun, gloo): each rank computes DBB for its own prompts; the saved run
+    state (rank 0's) must hold every prompt's posterior. Count reward 0 everywhere, G = 4, lam 0.8:
+    one visit gives (0.8 * 1, 0.8 * 1 + 4) = (0.8, 4.8)."""
+    import os
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    args = [*SMALL, "train.steps=2", "train.save_every=2", f"{SE}.dbb.enabled=true", f"{SE}.dbb.lam=0.8",
+            f"output_dir={run}"]
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           "-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", *args],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stats = json.loads((run / "checkpoints" / "step_2" / "state.json").read_text())["prompt_stats"]
+    assert sum(e["visits"] for e in stats.values()) == 8  # 2 steps x 4 prompts, both ranks'
+    beta = {1: 4.8, 2: 7.84}
+    for sid, e in stats.items():
+        a, b = e["extra"]["dbb"]
+        assert a == pytest.approx(0.8 ** e["visits"]) and b == pytest.approx(beta[e["visits"]]), sid
