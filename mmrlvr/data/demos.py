@@ -164,7 +164,7 @@ class DemoSource:
 
     def take(self, n: int, step: int = 0) -> list[Sample]:
         out = self.strategy(self.source.take(n, step), step)
-        last, shown, total = self._counts if self._counts[0] == step else (step, 0, 0)
+        _, shown, total = self._counts if self._counts[0] == step else (step, 0, 0)
         self._counts = (step, shown + sum("demo_ids" in s.meta for s in out), total + len(out))
         return out
 
