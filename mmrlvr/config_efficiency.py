@@ -30,7 +30,8 @@ class ReplayConfig:
 class DbbConfig:
     enabled: bool = False
     """Beta-Bernoulli advantages (our `dbb`, after arXiv 2603.18444): replace the group baseline by a
-    per-prompt Beta posterior of the pass rate; all-equal groups then get non-zero advantages."""
+    per-prompt Beta posterior of the pass rate; all-equal groups then get non-zero advantages. Replaces
+    algo.advantage; refused with algo.overlong_buffer or algo.dynamic_sampling (dapo sets both)."""
     lam: float = 0.9
     """Decay of the posterior per visit: alpha <- lam * alpha + sum(r)."""
     eps: float = 1e-6
@@ -45,7 +46,8 @@ class DbbConfig:
 class DemosConfig:
     enabled: bool = False
     """Demonstration bootstrapping (CBRL, arXiv 2603.18953): with probability p_t a prompt's whole
-    group sees k solved training examples as earlier chat turns; evaluation never does."""
+    group sees k solved training examples as earlier chat turns; evaluation never does (held-out
+    accuracy is measured without demos)."""
     p0: float = 0.5
     """Probability at step 0; p_t = p0 * max(0, 1 - t / anneal_steps)."""
     anneal_steps: int | None = None

@@ -57,3 +57,27 @@ class BetaPosteriors:
 
     def load_state_dict(self, d: dict) -> None:
         self.ab = {k: (float(a), float(b)) for k, (a, b) in d["ab"].items()}
+
+
+def dbb_advantages(rewards: torch.Tensor, context, cfg) -> torch.Tensor:
+    """The training step's `dbb` advantages: rewards (B, G) -> (B, G), called once per batch.
+
+    Rewards are divided by `max_reward(cfg)` into [0, 1]; each prompt's (alpha, beta) lives in the
+    run's per-prompt statistics (`context.prompt_stats`, entry `extra["dbb"]`, so it is saved in
+    the run state and restored exactly on resume) and is updated here in place.
+    """
+    from mmrlvr.config_efficiency import max_reward
+
+    d = cfg.sample_efficiency.dbb
+    if context is None or context.prompt_stats is None:
+        raise ValueError("dbb advantages need the run's per-prompt statistics (EstimatorContext.prompt_stats)")
+    stats, ids = context.prompt_stats, context.sample_ids
+    post = BetaPosteriors(lam=d.lam, eps=d.eps, scale=d.scale, include_current=d.include_current)
+    for sid in ids:
+        e = stats.get(sid)
+        if e is not None and "dbb" in e["extra"]:
+            post.ab[sid] = tuple(e["extra"]["dbb"])
+    adv = post.advantages(ids, rewards / max_reward(cfg))
+    for sid in dict.fromkeys(ids):
+        stats.extra(sid)["dbb"] = list(post.ab[sid])
+    return adv

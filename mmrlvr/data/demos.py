@@ -145,3 +145,50 @@ class DemoStrategy:
     def metrics(self) -> dict[str, float]:
         shown, n = self._last
         return {"demos/frac": shown / n if n else 0.0}
+
+
+class DemoSource:
+    """A prompt source that applies `DemoStrategy` to what the wrapped source hands out, right
+    after `take` and before rollout (so the demonstrations' media are decoded with the prompt's,
+    and the group is sampled with them). Feedback and state go to the wrapped source: the draw
+    is a function of (seed, step, prompt id), so the schedule position is the step itself."""
+
+    def __init__(self, source, strategy: DemoStrategy):
+        self.source, self.strategy = source, strategy
+        self.prefetchable = getattr(source, "prefetchable", False)
+        self._counts = (None, 0, 0)  # (step, prompts shown demos, prompts) over the step's takes
+
+    @property
+    def pos(self) -> int:
+        return self.source.pos
+
+    def take(self, n: int, step: int = 0) -> list[Sample]:
+        out = self.strategy(self.source.take(n, step), step)
+        _, shown, total = self._counts if self._counts[0] == step else (step, 0, 0)
+        self._counts = (step, shown + sum("demo_ids" in s.meta for s in out), total + len(out))
+        return out
+
+    def feedback(self, step: int, sample_ids, rewards) -> None:
+        self.source.feedback(step, sample_ids, rewards)
+
+    def metrics(self) -> dict[str, float]:
+        """The wrapped source's metrics and `demos/frac` over every take of the latest step
+        (dynamic sampling's extra rounds included)."""
+        inner = self.source.metrics() if hasattr(self.source, "metrics") else {}
+        _, shown, total = self._counts
+        return {**inner, "demos/frac": shown / total if total else 0.0}
+
+    def state_dict(self) -> dict:
+        return self.source.state_dict()
+
+    def load_state_dict(self, d: dict) -> None:
+        self.source.load_state_dict(d)
+
+    def __copy__(self) -> "DemoSource":
+        """A look-ahead copy: the wrapped source copied too, the strategy's metrics untouched."""
+        import copy
+
+        new = DemoSource(copy.copy(self.source), DemoStrategy.__new__(DemoStrategy))
+        new.strategy.__dict__.update(self.strategy.__dict__)
+        new._counts = self._counts
+        return new

@@ -79,15 +79,31 @@ class MediaStream:
         self.video_limits = video_limits(processor) if processor is not None else {}
         self.seen = self.bad_total = self._bad_since = 0
         self.first_bad: list[str] = []
+        self._dropped: list[str] = []  # ids dropped for bad media, fed back as unscored next time
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="mmrlvr-media") if prefetch else None
-        self._ahead: tuple[int, int, Future] | None = None  # (pos, n, decoding of those samples)
+        self._ahead: tuple[int, int, int, Future] | None = None  # (pos, n, step, decoding of those samples)
 
     @property
     def pos(self) -> int:
         return self.stream.pos
 
     def feedback(self, step: int, sample_ids: list[str], rewards) -> None:
+        """Feedback for the scored prompts, plus an all-NaN row for each prompt dropped for bad
+        media since the last call (taken, never scored: it must still leave the source's flight)."""
+        import torch
+
+        dropped, self._dropped = self._dropped, []
+        if dropped:
+            r = torch.as_tensor(rewards, dtype=torch.float32)
+            g = max(1, r.shape[1] if r.dim() == 2 else 1)
+            r = r.reshape(len(sample_ids), g) if r.numel() else torch.zeros(0, g)
+            sample_ids = [*sample_ids, *dropped]
+            rewards = torch.cat([r, torch.full((len(dropped), g), float("nan"))])
         self.stream.feedback(step, sample_ids, rewards)
+
+    def metrics(self) -> dict[str, float]:
+        """The wrapped source's own metrics (replay's queue), if it has any."""
+        return self.stream.metrics() if hasattr(self.stream, "metrics") else {}
 
     def state_dict(self) -> dict:
         return self.stream.state_dict()
@@ -105,20 +121,22 @@ class MediaStream:
 
     def _take_once(self, n: int, step: int) -> list[Sample]:
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[:2] == (self.stream.pos, n):
-            good, bad = ahead[2].result()
+        if ahead is not None and ahead[:3] == (self.stream.pos, n, step):
+            good, bad = ahead[3].result()
             self.stream.take(n, step)  # advance exactly as far as the prefetch looked
         else:
             good, bad = decode_samples(self.stream.take(n, step), self.video_limits)
         if self._pool is not None and getattr(self.stream, "prefetchable", False):
-            nxt = copy.copy(self.stream).take(n, step)  # decode the next batch while this one is used
-            self._ahead = (self.stream.pos, n, self._pool.submit(decode_samples, nxt, self.video_limits))
+            # decode the next step's batch while this one is used (a source may vary by step: demos)
+            nxt = copy.copy(self.stream).take(n, step + 1)
+            self._ahead = (self.stream.pos, n, step + 1, self._pool.submit(decode_samples, nxt, self.video_limits))
         self._count(n, bad)
         return good
 
     def _count(self, n: int, bad: list[tuple[Sample, str]]) -> None:
         self.seen += n
         for s, reason in bad:
+            self._dropped.append(s.id)
             log.warning("bad media in sample %s, dropped from the batch: %s", s.id, reason)
             if len(self.first_bad) < 5:
                 self.first_bad.append(f"{s.id}: {reason}")

@@ -52,8 +52,11 @@ class PromptReplay:
     """A prompt source: `take(n, step)` prompts, `feedback(step, ids, rewards)` after scoring.
 
     State (`state_dict`) is plain JSON: stream position, per-prompt pass rate, reuse count,
-    last-sampled step, queue, prompts in flight, and this step's choices.
+    last-sampled step, queue, prompts in flight, and this step's choices. Not `prefetchable`:
+    feedback changes what the next `take` returns, so nothing may look ahead of it.
     """
+
+    prefetchable = False
 
     def __init__(self, samples: Sequence, seed: int, *, fraction: float = 0.5, cooldown: int = 5,
                  max_reuse: int = 5, min_pass_rate: float = 0.24, max_pass_rate: float = 0.7,

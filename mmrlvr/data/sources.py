@@ -2,8 +2,9 @@
 
 A prompt source is anything with the four methods of `PromptSource`; the loop calls `take`
 before sampling and `feedback` after scoring, and saves `state_dict()` in every checkpoint
-(JSON-serialisable: plain dicts, lists, numbers, strings). Today's source is `SeededStream`
-(an endless seeded shuffle); a replaying source keeps its buffer in the same state dict.
+(JSON-serialisable: plain dicts, lists, numbers, strings). The sources are `SeededStream`
+(an endless seeded shuffle) and `PromptReplay` (prompt replay, `sample_efficiency.replay`), which
+keeps its queue in the same state dict.
 
 `PromptStats` holds per-prompt statistics (visits, last step, reward sums) that estimators read
 through `mmrlvr.algos.advantages.EstimatorContext`; a method keeps its own fields per prompt
@@ -16,6 +17,7 @@ import math
 import random
 from typing import Protocol, Sequence
 
+from mmrlvr.data.replay import PromptReplay  # noqa: F401  (the `replay` prompt source, re-exported)
 from mmrlvr.types import Sample
 
 
@@ -85,11 +87,18 @@ class PromptStats:
     def get(self, sample_id: str) -> dict | None:
         return self.entries.get(sample_id)
 
+    def _entry(self, sid: str) -> dict:
+        return self.entries.setdefault(sid, {"visits": 0, "last_step": 0, "n": 0, "reward_sum": 0.0,
+                                             "reward_sq_sum": 0.0, "extra": {}})
+
+    def extra(self, sample_id: str) -> dict:
+        """The prompt's `extra` dict for a method's own values (the entry is made if new)."""
+        return self._entry(sample_id)["extra"]
+
     def update(self, step: int, sample_ids: list[str], rewards) -> None:
         """Add one step's rewards (n, G) for the n prompts `sample_ids`."""
         for i, sid in enumerate(sample_ids):
-            e = self.entries.setdefault(sid, {"visits": 0, "last_step": 0, "n": 0, "reward_sum": 0.0,
-                                              "reward_sq_sum": 0.0, "extra": {}})
+            e = self._entry(sid)
             scored = [x for x in _row(rewards, i) if not math.isnan(x)]
             e["visits"] += 1
             e["last_step"] = int(step)
@@ -106,3 +115,15 @@ class PromptStats:
 
     def load_state_dict(self, d: dict) -> None:
         self.entries = {k: {**v, "extra": dict(v.get("extra", {}))} for k, v in d.items()}
+
+
+def prompt_source(train_set: Sequence[Sample], cfg) -> "PromptSource":
+    """The run's prompt source: `PromptReplay` when `sample_efficiency.replay` is on, else the
+    seeded stream (the same fresh order either way)."""
+    rp = cfg.sample_efficiency.replay
+    if not rp.enabled:
+        return SeededStream(train_set, cfg.seed)
+    from mmrlvr.config_efficiency import max_reward
+
+    return PromptReplay(train_set, cfg.seed, fraction=rp.fraction, cooldown=rp.cooldown, max_reuse=rp.max_reuse,
+                        min_pass_rate=rp.min_pass_rate, max_pass_rate=rp.max_pass_rate, max_reward=max_reward(cfg))

@@ -17,7 +17,8 @@ from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import Config, save_config
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.prompts import prompt_text
-from mmrlvr.data.sources import SeededStream
+from mmrlvr.data.demos import DemoSource, DemoStrategy
+from mmrlvr.data.sources import prompt_source
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
 from mmrlvr.train.distributed import barrier, gather_lists, reduce_metrics
@@ -82,7 +83,7 @@ def train(cfg: Config) -> dict:
         log.log(0, eval_metrics(cfg.task.name, before))
         progress.note(f"held-out accuracy before RL: {state.eval_before['accuracy']:.3f}")
     # batches arrive decoded (a background thread decodes the next one); bad media are dropped
-    source = MediaStream(SeededStream(train_set, cfg.seed), cfg.task.max_bad_media_frac, processor=processor)
+    source = MediaStream(_train_source(cfg, train_set), cfg.task.max_bad_media_frac, processor=processor)
     if state.source:
         source.load_state_dict(state.source)
     learner.model.train()  # the engine switches to eval for sampling and back
@@ -115,6 +116,17 @@ def train(cfg: Config) -> dict:
     if is_main:
         release_lock(run_dir)
     return summary
+
+
+def _train_source(cfg: Config, train_set):
+    """The RL prompts: the seeded stream or prompt replay, with demonstrations drawn right after
+    `take` when `sample_efficiency.demos` is on (never for evaluation, which reads eval_set)."""
+    source = prompt_source(train_set, cfg)
+    dm = cfg.sample_efficiency.demos
+    if dm.enabled:
+        source = DemoSource(source, DemoStrategy(train_set, cfg.seed, p0=dm.p0, k=dm.k,
+                                                 anneal_steps=dm.anneal_steps or cfg.train.steps))
+    return source
 
 
 def _open_run_dir(cfg: Config, run_dir: Path, is_main: bool):
@@ -158,6 +170,10 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     # rewards), then the statistics and the source learn every group scored (all ranks', also
     # the groups dynamic sampling dropped)
     adv, _ = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
+    if cfg.sample_efficiency.dbb.enabled:  # each rank updated its own prompts' posteriors: share them
+        stats = state.prompt_stats
+        for sid, ab in gather_lists([(sid, stats.extra(sid)["dbb"]) for sid in dict.fromkeys(batch.sample_ids)]):
+            stats.extra(sid)["dbb"] = list(ab)
     scored = gather_lists(batch.scored or list(zip(batch.sample_ids, batch.rewards.tolist())))
     ids, rows = [i for i, _ in scored], [r for _, r in scored]
     state.prompt_stats.update(step, ids, rows)
@@ -177,6 +193,7 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
         "time/update": time.perf_counter() - t1,
         "time/step": time.perf_counter() - t0,
         "data/bad_media": source.pop_bad(),
+        **source.metrics(),  # replay/frac, replay/queue, replay/mean_reuse; demos/frac
     })
     if write and log_step:
         _write_samples(run_dir, step, batch)

@@ -199,7 +199,8 @@ def _batch(chosen: list[tuple], engine) -> RolloutBatch:
 def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Shaped rewards -> per-sequence advantages (N, 1) and the loss mask (N, T).
 
-    `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators."""
+    `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators and to
+    `sample_efficiency.dbb`, which reads and updates its posteriors there (call once per batch)."""
     algo, sizes = cfg.algo, batch.group_sizes
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:
@@ -209,5 +210,11 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
             rewards = rewards + shaped.view_as(rewards)
         else:
             rewards = rewards + pad_groups(list(torch.split(shaped, sizes)))[0].nan_to_num(0.0)
-    adv = flatten_groups(estimate(algo.advantage, rewards, context), sizes).reshape(-1, 1)
+    if cfg.sample_efficiency.dbb.enabled:  # the per-prompt Beta baseline replaces algo.advantage
+        from mmrlvr.algos.posteriors import dbb_advantages
+
+        per_group = dbb_advantages(rewards, context, cfg)
+    else:
+        per_group = estimate(algo.advantage, rewards, context)
+    adv = flatten_groups(per_group, sizes).reshape(-1, 1)
     return adv, loss_mask(batch, algo)

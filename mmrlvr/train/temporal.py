@@ -33,7 +33,8 @@ def temporal_contrast(engine, prompts, rewards: torch.Tensor, verdicts, cfg, sco
     bonus never counts as being right.
     """
     tc = cfg.temporal_contrast
-    rows = [i for i, s in enumerate(prompts) if s.videos]
+    # a prompt shown demonstrations is skipped: its answer leans on the demos, not on frame order
+    rows = [i for i, s in enumerate(prompts) if s.videos and "demo_ids" not in s.meta]
     if not tc.enabled or not rows:
         return rewards, {}
     g = rewards.shape[1]

@@ -147,3 +147,25 @@ def test_strategy_group_consistent_resumable_and_annealed():
 def test_strategy_bad_settings(kwargs, word):
     with pytest.raises(ValueError, match=word):
         DemoStrategy([], 0, **kwargs)
+
+
+def test_demo_source_counts_every_take_of_a_step_and_looks_ahead_without_moving():
+    """The loop's wrapper: demos drawn on what the stream hands out; `demos/frac` over all of a
+    step's takes (dynamic sampling's extra rounds); a look-ahead copy changes nothing."""
+    import copy
+
+    from mmrlvr.data.demos import DemoSource
+    from mmrlvr.data.sources import SeededStream
+
+    train = load_task("counting", "train", 16, seed=1)
+    src = DemoSource(SeededStream(train, 2), DemoStrategy(train, seed=5, p0=0.6, anneal_steps=10, k=1))
+    a, b = src.take(5, 1), src.take(3, 1)
+    shown = [("demo_ids" in s.meta) for s in a + b]
+    # p_1 = 0.6 * 0.9 = 0.54, each prompt its own seeded draw
+    assert shown == [wants_demos(5, 1, s.id, 0.54) for s in a + b] and 0 < sum(shown) < 8
+    assert src.metrics() == {"demos/frac": sum(shown) / 8}  # both takes, not only the last (3)
+    ahead = copy.copy(src).take(4, 2)
+    assert src.pos == 8 and src.metrics() == {"demos/frac": sum(shown) / 8}
+    nxt = src.take(4, 2)
+    assert [s.id for s in nxt] == [s.id for s in ahead] and [s.messages for s in nxt] == [s.messages for s in ahead]
+    assert src.metrics()["demos/frac"] == sum("demo_ids" in s.meta for s in nxt) / 4  # a new step starts over

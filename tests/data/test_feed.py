@@ -93,3 +93,24 @@ def test_an_image_the_processor_would_refuse_is_dropped_before_the_batch(tmp_pat
     good, bad = decode_samples(samples)
     assert [s.id for s in good] == ["s0", "s2"]
     assert bad[0][0].id == "s1" and f"{tmp_path / '1.png'}: aspect ratio 286:1" in bad[0][1]
+
+
+def test_a_prompt_dropped_for_bad_media_leaves_replays_flight(tmp_path):
+    """PromptReplay refuses feedback for prompts not in flight and never replays one in flight: a
+    prompt dropped for bad media is fed back as an all-NaN row with the step's scored ones."""
+    import torch
+
+    from mmrlvr.data.sources import PromptReplay
+
+    samples = _samples(tmp_path, 6, bad={3})
+    replay = PromptReplay(samples, seed=0, cooldown=0)
+    stream = MediaStream(replay, max_bad_frac=1.0)
+    got = stream.take(6, step=1)
+    assert len(got) == 5 and "s3" not in {s.id for s in got} and not replay.prefetchable
+    ids = [s.id for s in got]
+    # rewards 0.5 for every scored prompt: all queue (0.24 <= 0.5 <= 0.7)
+    stream.feedback(1, ids, torch.full((5, 2), 0.5))
+    assert replay.in_flight == {}
+    assert "s3" not in replay.pass_rate and sorted(replay.queue_order()) == sorted(ids)  # NaN row: no rate
+    stream.feedback(1, ids[:0], torch.zeros(0, 2))  # nothing left to add
+    stream.close()

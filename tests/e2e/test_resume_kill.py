@@ -2,7 +2,8 @@
 
 For a preset with a KL reference (reinforce_pp: the reference must be the warm-started policy
 again, not the checkpoint) and one with dynamic sampling (dapo: the data position and RNG states
-must make the resampling rounds repeat exactly).
+must make the resampling rounds repeat exactly); and grpo with prompt replay, DBB advantages and
+demonstrations together (the replay queue, the posteriors and the demo schedule must carry over).
 """
 
 import json
@@ -53,13 +54,18 @@ def _kill_after_checkpoint(args: list[str], run: Path, step: int) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["reinforce_pp", "dapo"])
+@pytest.mark.parametrize("preset", ["reinforce_pp", "dapo", "efficiency"])
 def test_killed_run_resumes_exactly(tmp_path, preset):
-    args = [*SMALL, f"algo.algorithm={preset}", "algo.max_rounds=2"]
+    efficiency = preset == "efficiency"
+    se = ["sample_efficiency.replay.enabled=true", "sample_efficiency.replay.cooldown=1",
+          "sample_efficiency.replay.max_pass_rate=1.0", "sample_efficiency.dbb.enabled=true",
+          "sample_efficiency.dbb.lam=0.7", "sample_efficiency.demos.enabled=true", "sample_efficiency.demos.p0=1.0",
+          "sample_efficiency.demos.k=1"]
+    args = [*SMALL, *(se if efficiency else [f"algo.algorithm={preset}"]), "algo.max_rounds=2"]
     # rewards the barely-warm policy gets mixed groups from (the count reward is 0 everywhere at this
     # size), so the policy moves: the KL term has something to measure, and with dapo half the prompts
     # give all-equal groups, which dynamic sampling must drop and resample
-    fn = "even_length" if preset == "reinforce_pp" else "even_length_odd_ids"
+    fn = "even_length_odd_ids" if preset == "dapo" else "even_length"
     args.append(f"rewards=[{{verifier: {ROOT / 'tests/e2e/user_verifier.py'}:{fn}}}]")
     straight = tmp_path / "straight"
     train(load_config(ROOT / "configs/quickstart.yaml", [*args, f"output_dir={straight}"]))
@@ -71,7 +77,8 @@ def test_killed_run_resumes_exactly(tmp_path, preset):
     a, b = _steps(straight), _steps(killed)
     assert sorted(b) == [1, 2, 3, 4]
     for step in (3, 4):
-        for key in ("reward/mean", "rollout/rounds", "rollout/mixed_group_frac"):
+        keys = ("replay/frac", "replay/queue", "replay/mean_reuse", "demos/frac") if efficiency else ()
+        for key in ("reward/mean", "rollout/rounds", "rollout/mixed_group_frac", *keys):
             assert a[step][key] == b[step][key], (step, key)
         for key in ("loss/policy", "loss/kl", "actor/entropy"):
             assert (key in a[step]) == (key in b[step]), (step, key)  # absent when nothing was updated
@@ -91,8 +98,14 @@ def test_killed_run_resumes_exactly(tmp_path, preset):
     assert sa["source"] == sb["source"] and sa["source"]["pos"] > 0
     assert sa["prompt_stats"] == sb["prompt_stats"]
     assert max(e["last_step"] for e in sa["prompt_stats"].values()) == 4
+    visits = sum(e["visits"] for e in sa["prompt_stats"].values())
+    if efficiency:  # the queue, reuse counts and posteriors matched above; the methods acted
+        assert visits == sa["source"]["pos"] + sum(sa["source"]["reuse"].values()) == 4 * 2
+        assert sum(sa["source"]["reuse"].values()) > 0 and any(a[s]["demos/frac"] > 0 for s in (3, 4))
+        assert all("dbb" in e["extra"] for e in sa["prompt_stats"].values())
+        return
     # every prompt drawn is recorded once, also the groups dynamic sampling dropped and resampled
-    assert sum(e["visits"] for e in sa["prompt_stats"].values()) == sa["source"]["pos"] >= 4 * 2
+    assert visits == sa["source"]["pos"] >= 4 * 2
 
 
 def _tb_steps(run: Path, tag: str) -> list[int]:

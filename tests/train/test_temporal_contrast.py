@@ -93,3 +93,26 @@ def test_without_temporal_contrast_nothing_extra_is_sampled(tiny):
     batch = collect(spy, PromptStream(load_task("video_motion", "train", 2, seed=0), seed=0),
                     make_scorer(workers=0), with_algo(cfg, resolve_algo(cfg.algo, 3)), seed=0)
     assert len(spy.calls) == 1 and not any(k.startswith("temporal/") for k in batch.metrics)
+
+
+def test_prompts_shown_demonstrations_get_no_shuffled_frames(tiny):
+    """A prompt with demos answers with their help, not from frame order: temporal contrast skips
+    it (no shuffled copy, no bonus) and still contrasts the other video prompts."""
+    import dataclasses
+
+    model, processor = tiny
+    videos = load_task("video_motion", "train", 3, seed=0)
+
+    class MarkFirst(PromptStream):
+        def take(self, n, step=0):
+            out = super().take(n, step)
+            return [dataclasses.replace(out[0], meta={**out[0].meta, "demo_ids": ["x"]}), *out[1:]]
+
+    cfg = load_config(None, ["rollout.group_size=2", "rollout.prompts_per_step=3", "rollout.max_new_tokens=3",
+                             "temporal_contrast.enabled=true", "verifier_workers=0",
+                             f"rewards=[{{verifier: '{EVEN}', weight: 1.0}}]"])
+    spy = Spy(HFRolloutEngine(model, processor))
+    collect(spy, MarkFirst(videos, seed=0), make_scorer(workers=0), with_algo(cfg, resolve_algo(cfg.algo, 3)), seed=0)
+    (ordered, _, _), (shuffled, _, _) = spy.calls
+    assert "demo_ids" in ordered[0].meta
+    assert [s.id for s in shuffled] == [f"{s.id}#shuffled" for s in ordered[1:]]

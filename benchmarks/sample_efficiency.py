@@ -1,0 +1,134 @@
+"""GRPO against prompt replay, DBB advantages, both, and demonstrations, at equal rollouts.
+
+    python benchmarks/sample_efficiency.py [--configs configs/chart_tiny.yaml,configs/grounding_tiny.yaml]
+        [--seeds 0,1,2] [--steps 40] [--eval-every 10] [--target 0.6]
+        [--methods grpo,replay,dbb,replay_dbb,demos] [overrides ...]
+
+Per config and seed, one warm start (a 1-step run's `warm_start/`) is shared by every method, and each method
+trains the same number of steps with the same `rollout.prompts_per_step` x `rollout.group_size`, so
+all generate the same number of completions ("rollouts"; replays are regenerated, so they count).
+Per run: held-out accuracy before and after (at equal rollouts), rollouts until the held-out
+accuracy first reaches `--target` (checked every `--eval-every` steps; "-" when never), the share of
+all-equal groups (1 - rollout/mixed_group_frac, first sampling round of each step), median s/step,
+and for demos the mean share of prompts shown demonstrations (held-out accuracy is always measured
+without them). The table gives the mean over seeds; the JSON keeps every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import table  # noqa: E402
+
+from mmrlvr.config import load_config  # noqa: E402
+from mmrlvr.train.loop import train  # noqa: E402
+
+SE = "sample_efficiency"
+METHODS = {
+    "grpo": [],
+    "replay": [f"{SE}.replay.enabled=true"],
+    "dbb": [f"{SE}.dbb.enabled=true"],
+    "replay_dbb": [f"{SE}.replay.enabled=true", f"{SE}.dbb.enabled=true"],
+    "demos": [f"{SE}.demos.enabled=true"],
+}
+
+
+def _rows(run: Path) -> list[dict]:
+    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+
+
+def _one(config: str, method: str, seed: int, warm: Path, work: Path, args, per_step: int) -> dict:
+    run = work / f"{Path(config).stem}_{method}_s{seed}"
+    t0 = time.perf_counter()
+    summary = train(load_config(config, [
+        f"seed={seed}", "train.resume=false", *args.overrides, *METHODS[method], f"output_dir={run}",
+        "algo.algorithm=grpo", f"train.steps={args.steps}", f"train.eval_every={args.eval_every}",
+        f"warm_start.checkpoint={warm}", "train.save_every=0",
+    ]))
+    rows = _rows(run)
+    steps = [r for r in rows if "time/step" in r]
+    key = next((x for r in rows for x in r if x.startswith("eval/") and x.endswith("/accuracy")), None)
+    before = summary["eval_before"]["accuracy"]
+    hits = [r["step"] for r in rows if key and key in r and r["step"] > 0 and r[key] >= args.target]
+    reach = 0 if before >= args.target else (min(hits) * per_step if hits else None)
+    return {
+        "config": Path(config).stem, "method": method, "seed": seed,
+        "acc_before": before, "acc_after": summary["eval_after"]["accuracy"],
+        "rollouts": args.steps * per_step, "rollouts_to_target": reach,
+        "all_equal_frac": 1 - statistics.mean(r["rollout/mixed_group_frac"] for r in steps),
+        "s_per_step": statistics.median(r["time/step"] for r in steps),
+        "replay_frac": statistics.mean(r.get("replay/frac", 0.0) for r in steps),
+        "demos_frac": statistics.mean(r.get("demos/frac", 0.0) for r in steps),
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def _mean_rows(runs: list[dict]) -> list[dict]:
+    out = []
+    for cfg, method in dict.fromkeys((r["config"], r["method"]) for r in runs):
+        rs = [r for r in runs if (r["config"], r["method"]) == (cfg, method)]
+        reached = [r["rollouts_to_target"] for r in rs if r["rollouts_to_target"] is not None]
+        row = {"config": cfg, "method": method, "seeds": len(rs),
+               "reached": f"{len(reached)}/{len(rs)}",
+               "rollouts_to_target": statistics.mean(reached) if reached else "-"}
+        for k in ("acc_before", "acc_after", "all_equal_frac", "s_per_step", "replay_frac", "demos_frac"):
+            row[k] = statistics.mean(r[k] for r in rs)
+        row["acc_after_sd"] = statistics.stdev(r["acc_after"] for r in rs) if len(rs) > 1 else 0.0
+        out.append(row)
+    return out
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default="configs/chart_tiny.yaml,configs/grounding_tiny.yaml")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument("--target", type=float, default=0.6)
+    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--out", default="benchmarks/results/sample_efficiency.json")
+    ap.add_argument("--work", default="runs/bench_sample_efficiency")
+    ap.add_argument("overrides", nargs="*", help="config overrides applied to every run (key=value)")
+    args = ap.parse_args()
+    methods = args.methods.split(",")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        ap.error(f"--methods: unknown {', '.join(unknown)}; known: {', '.join(METHODS)}")
+    work = Path(args.work)
+    runs = []
+    for config in args.configs.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            warm_run = work / f"{Path(config).stem}_warm_s{seed}"
+            cfg = load_config(config, [f"seed={seed}", "train.resume=false", *args.overrides,
+                                       f"output_dir={warm_run}", "train.steps=1", "train.save_every=0"])
+            train(cfg)  # one RL step only to get the warm start (warm_start/) every method starts from
+            per_step = cfg.rollout.prompts_per_step * cfg.rollout.group_size
+            for method in methods:
+                runs.append(_one(config, method, seed, warm_run / "warm_start", work, args, per_step))
+    cols = [("config", "config", ""), ("method", "method", ""), ("seeds", "seeds", "d"),
+            ("acc_before", "acc before", ".3f"), ("acc_after", "acc after", ".3f"), ("acc_after_sd", "sd", ".3f"),
+            ("rollouts_to_target", f"rollouts to {args.target}", ".0f"), ("reached", "reached", ""),
+            ("all_equal_frac", "all-equal groups", ".2f"), ("s_per_step", "s/step", ".2f"),
+            ("replay_frac", "replay frac", ".2f"), ("demos_frac", "demos frac", ".2f")]
+    print(table(_mean_rows(runs), cols))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    settings = {"configs": args.configs, "seeds": args.seeds, "steps": args.steps, "eval_every": args.eval_every,
+                "target": args.target, "methods": methods, "overrides": args.overrides}
+    out.write_text(json.dumps({"settings": settings, "runs": runs}, indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
