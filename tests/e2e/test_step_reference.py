@@ -77,6 +77,13 @@ def _run(preset: str, out: Path) -> dict:
     return _record(out)
 
 
+# Token-role label shares are diagnostics (nothing in the update reads them) whose rule changed on
+# purpose after the fixture was recorded: labels now keep exactly k = ceil(0.4 |o|) tokens per
+# response, ties to the earlier token, as VPPO's released code does. Every other metric and the
+# final weights are still compared.
+RELABELLED = {"tokens/perception_frac", "tokens/reasoning_frac", "tokens/both_frac", "tokens/other_frac"}
+
+
 def _close(a, b, tol: dict) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
@@ -90,6 +97,8 @@ def _compare(ref: dict, got: dict, tol: dict) -> None:
     for r, g in zip(ref["metrics"], got["metrics"]):
         assert set(r) <= set(g), (r.get("step"), set(r) - set(g))  # new metrics may be added
         for k in r:
+            if k in RELABELLED:
+                continue
             assert _close(r[k], g[k], tol), (r["step"], k, r[k], g[k])
     if tol:
         assert got["weights_sum"] == pytest.approx(ref["weights_sum"], rel=1e-6)
