@@ -4,6 +4,7 @@ one in metrics.jsonl and summary.json (timings aside)."""
 
 import json
 import shutil
+from functools import partial
 
 import pytest
 
@@ -11,6 +12,7 @@ import mmrlvr.train.loop as loop
 from mmrlvr.cli import main
 from mmrlvr.config import load_config
 from mmrlvr.train.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+from tests.train.ckpt_stubs import JsonProcessor, SaveableLinear
 
 SMALL = ["task.train_size=32", "task.eval_size=8", "warm_start.steps=2", "warm_start.batch_size=4",
          "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=6", "train.steps=3",
@@ -87,19 +89,8 @@ def test_each_kind_of_damage_is_detected(tmp_path, damage):
     import torch
     from transformers import AutoTokenizer  # noqa: F401 - the processor stand-in below is a real save
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Linear(4, 4)
-
-        def save_pretrained(self, d):
-            from safetensors.torch import save_file
-
-            save_file(self.state_dict(), str(d / "model.safetensors"))
-
-    class Proc:
-        def save_pretrained(self, d):
-            (d / "processor_config.json").write_text("{}")
+    Tiny = partial(SaveableLinear, 4, 4)
+    Proc = JsonProcessor
 
     model = Tiny()
     opt = torch.optim.AdamW(model.parameters())
@@ -139,19 +130,8 @@ def test_checkpoints_order_by_step_number_not_by_name(tmp_path):
 
     from mmrlvr.train.checkpoint import list_checkpoints
 
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Linear(2, 2)
-
-        def save_pretrained(self, d):
-            from safetensors.torch import save_file
-
-            save_file(self.state_dict(), str(d / "model.safetensors"))
-
-    class Proc:
-        def save_pretrained(self, d):
-            (d / "processor_config.json").write_text("{}")
+    Tiny = partial(SaveableLinear, 2, 2)
+    Proc = JsonProcessor
 
     model = Tiny()
     opt = torch.optim.AdamW(model.parameters())

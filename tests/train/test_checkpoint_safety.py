@@ -1,6 +1,7 @@
 """Resuming never runs code planted in a checkpoint, and still restores every state exactly."""
 
 import os
+from functools import partial
 import random
 
 import numpy as np
@@ -8,22 +9,11 @@ import pytest
 import torch
 
 from mmrlvr.train.checkpoint import CheckpointError, load_trainer_state, safe_load, save_checkpoint
+from tests.train.ckpt_stubs import JsonProcessor, SaveableLinear
 
 
-class Tiny(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Linear(3, 2)
-
-    def save_pretrained(self, d):
-        from safetensors.torch import save_file
-
-        save_file(self.state_dict(), str(d / "model.safetensors"))
-
-
-class Proc:
-    def save_pretrained(self, d):
-        (d / "processor_config.json").write_text("{}")
+Tiny = partial(SaveableLinear, 3, 2)
+Proc = JsonProcessor
 
 
 class Planted:
