@@ -61,7 +61,7 @@ def load_checkpoint(path: str, model_cfg: ModelConfig | None = None):
     except FileNotFoundError:
         raise FileNotFoundError(f"{adapter}: base model {base!r}: no such directory") from None
     model, _ = load_policy(dataclasses.replace(cfg, path=base))
-    processor = _load_processor(path, cfg)
+    processor = _load_processor(path, cfg, model.config.model_type)  # an adapter directory has no model config
     return PeftModel.from_pretrained(model, path).merge_and_unload(), processor
 
 
@@ -74,7 +74,7 @@ def merge_checkpoint(path: str, out: str | Path) -> Path:
     return out
 
 
-def _load_processor(path: str, cfg: ModelConfig):
+def _load_processor(path: str, cfg: ModelConfig, model_type: str):
     from transformers import AutoProcessor
 
     proc_kwargs = {}
@@ -87,9 +87,7 @@ def _load_processor(path: str, cfg: ModelConfig):
         proc_kwargs["size"] = size
     processor = AutoProcessor.from_pretrained(path, **proc_kwargs)
     processor.tokenizer.padding_side = "left"
-    from transformers import AutoConfig
-
-    processor.model_type = AutoConfig.from_pretrained(path).model_type  # picks the family's adapter
+    processor.model_type = model_type  # picks the family's adapter (mmrlvr.models.adapters)
     _set_video_limits(processor, cfg)
     return processor
 
@@ -109,7 +107,7 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
     model = AutoModelForImageTextToText.from_pretrained(
         path, dtype=_DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation
     )
-    processor = _load_processor(path, cfg)
+    processor = _load_processor(path, cfg, model.config.model_type)
     if cfg.freeze_vision:
         visual = vision_tower(model)
         if visual is not None:
