@@ -226,37 +226,25 @@ def _check_eval_and_trackers(cfg: Config) -> Iterable[str]:
 
 
 def task_module(name: str):
-    """The module of task `name` ("counting" or "package.module"), or raise ModuleNotFoundError."""
-    import importlib
+    """The module of task `name` ("counting" or "package.module"), or raise ModuleNotFoundError.
 
-    if "." in name:
-        return importlib.import_module(name)
-    for package in ("mmrlvr.tasks", "tasks"):
-        try:
-            return importlib.import_module(f"{package}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name not in (package, f"{package}.{name}"):
-                raise
-    raise ModuleNotFoundError(f"no task module {name!r}", name=name)
+    The lookup is `mmrlvr.tasks.task_module` (the one training uses); only the error differs."""
+    from mmrlvr.tasks import UnknownTask
+    from mmrlvr.tasks import task_module as lookup
 
-
-def _known_tasks() -> list[str]:
-    import pkgutil
-
-    for package in ("mmrlvr.tasks", "tasks"):
-        try:
-            mod = __import__(package, fromlist=["__path__"])
-        except ImportError:
-            continue
-        return sorted(m.name for m in pkgutil.iter_modules(mod.__path__) if not m.name.startswith("_"))
-    return []
+    try:
+        return lookup(name)
+    except UnknownTask:
+        raise ModuleNotFoundError(f"no task module {name!r}", name=name) from None
 
 
 def _check_task(cfg: Config) -> Iterable[str]:
     try:
         module = task_module(cfg.task.name)
     except ModuleNotFoundError:
-        known = ", ".join(_known_tasks()) or "none found"
+        from mmrlvr.tasks._catalogue import task_names
+
+        known = ", ".join(task_names()) or "none found"
         yield _line("task.name", cfg.task.name, f"a task module; known: {known}, or package.module")
         return
     build = getattr(module, "build", None)

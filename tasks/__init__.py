@@ -13,15 +13,23 @@ from pathlib import Path
 from mmrlvr.types import Sample
 
 
+class UnknownTask(KeyError):
+    """No module for a task name (a KeyError, as callers of `task_module` have always caught)."""
+
+
 def task_module(name: str):
-    """The module of task `name` ("counting" -> mmrlvr.tasks.counting, or "package.module")."""
+    """The module of task `name` ("counting" -> mmrlvr.tasks.counting, or "package.module").
+
+    The one lookup of a task name: training, the CLI, the API and `mmrlvr.validate` all call it,
+    so a config that validates is a config that loads. A task module whose own imports fail
+    raises that ModuleNotFoundError (its missing dependency), not UnknownTask."""
     module_name = name if "." in name else f"mmrlvr.tasks.{name}"
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
-        raise KeyError(f"unknown task {name!r}: no module {module_name}") from None
+        raise UnknownTask(f"unknown task {name!r}: no module {module_name}") from None
 
 
 def load_task(name: str, split: str, size: int, seed: int, **args) -> list[Sample]:

@@ -15,19 +15,11 @@ import logging
 import warnings
 from typing import Callable, Sequence
 
-from mmrlvr.data.io import BadRow, Row, build_samples
+from mmrlvr.data.io import DEFAULT_BAD_FRAC, BadRow, Row, bad_frac, build_samples  # noqa: F401 (re-exported)
 from mmrlvr.types import Sample
 
-DEFAULT_BAD_FRAC = 0.01
 log = logging.getLogger("mmrlvr.data")
 _SAID: set = set()  # deprecation lines already logged (both splits build with the same args)
-
-
-def bad_frac(max_bad_frac: float | None, n: int) -> float:
-    """The fraction `build_samples` enforces over `n` rows: as set, or unset max(1%, one row)."""
-    if max_bad_frac is not None:
-        return max_bad_frac
-    return max(DEFAULT_BAD_FRAC, 1.0 / n) if n else DEFAULT_BAD_FRAC
 
 
 def renamed(task: str, new: str, new_value, old: str, old_value):

@@ -168,6 +168,25 @@ def model_kwargs(inputs: dict, device: torch.device | str | None = None) -> dict
     return out
 
 
+def join_prompt_completion(
+    prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor, device=None
+) -> dict:
+    """Concatenate left-padded prompts (N, P) with right-padded completions (N, T), on `device`.
+
+    The (N, P + T) inputs of one teacher-forced forward, shared by the learner's log-probs, the
+    token signals and the attention maps of `mmrlvr.viz` (so none of them imports another's layer)."""
+    kw = model_kwargs(prompt_inputs, device)
+    device = kw["input_ids"].device
+    completion_ids = completion_ids.to(device)
+    completion_mask = completion_mask.to(device)
+    kw["input_ids"] = torch.cat([kw["input_ids"], completion_ids], dim=1)
+    kw["attention_mask"] = torch.cat([kw["attention_mask"], completion_mask.to(kw["attention_mask"].dtype)], dim=1)
+    for key in ("mm_token_type_ids", "token_type_ids"):  # per-token media markers: completions are text
+        if key in kw:
+            kw[key] = torch.cat([kw[key], torch.zeros_like(completion_ids, dtype=kw[key].dtype)], dim=1)
+    return kw
+
+
 def pad_right(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Lists of token ids -> (N, T) ids and mask, right padded."""
     t = max((len(s) for s in seqs), default=0)

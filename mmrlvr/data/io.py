@@ -319,6 +319,16 @@ def _text_values(ds, columns: list[str]) -> tuple[dict, dict[int, str]]:
     return values, bad
 
 
+DEFAULT_BAD_FRAC = 0.01  # unset `max_bad_frac`: 1% of the rows (never less than one row)
+
+
+def bad_frac(max_bad_frac: float | None, n: int) -> float:
+    """The fraction `build_samples` enforces over `n` rows: as set, or unset max(1%, one row)."""
+    if max_bad_frac is not None:
+        return max_bad_frac
+    return max(DEFAULT_BAD_FRAC, 1.0 / n) if n else DEFAULT_BAD_FRAC
+
+
 def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], max_bad_frac: float,
                   keep: Sequence[int] | None = None) -> TaskSamples:
     """Turn rows into samples; report each bad row once; stop past `max_bad_frac` bad rows.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typing import Callable
 
-from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
+from mmrlvr.data.io import BadRow, Row, bad_frac, build_samples, read_rows, split_positions
 from mmrlvr.data.prompts import PromptSpec, instruction, user_messages
 from mmrlvr.types import Sample
 
@@ -138,8 +138,6 @@ def load_real(split: str, size: int, seed: int, data: str, eval_data: str | None
     source, _, rows = read_rows(spec, mapping, required=("question", "answer"), image_root=image_root,
                                 cache_dir=cache_dir)
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
-    from mmrlvr.tasks._policy import bad_frac  # unset: 1% of the rows, never less than one row
-
     return build_samples(source, rows, lambda r: make(r, source, template), bad_frac(max_bad_frac, len(rows)), keep)
 
 

@@ -18,6 +18,8 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
+from mmrlvr.models.wrapping import base_model
+
 QWEN_MEDIA_TOKENS = ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>")
 LORA_PROJECTIONS = r"(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
 
@@ -73,9 +75,7 @@ def adapter_for(model_type: str | None) -> Adapter:
 
 def model_adapter(model) -> Adapter:
     """The adapter of a model (DDP and peft wrappers looked through)."""
-    model = getattr(model, "module", model)
-    model = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return adapter_for(getattr(model.config, "model_type", None))
+    return adapter_for(getattr(base_model(model).config, "model_type", None))
 
 
 def vision_tower(model):

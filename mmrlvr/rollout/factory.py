@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mmrlvr.models.wrapping import base_model
+
 ENGINES = ("hf", "vllm")
 
 
@@ -16,7 +18,7 @@ def make_engine(cfg, policy, processor):
         from mmrlvr.models.load import resolve_model_path
         from mmrlvr.rollout.vllm import VLLMRolloutEngine
 
-        base = getattr(policy, "get_base_model", lambda: policy)()
+        base = base_model(policy)
         engine = VLLMRolloutEngine(
             resolve_model_path(cfg.model.path), processor, base.config, dtype=cfg.model.dtype,
             gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,

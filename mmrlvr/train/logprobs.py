@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.collate import model_kwargs, select_rows
+from mmrlvr.data.collate import join_prompt_completion, select_rows  # noqa: F401 (join_prompt_completion: re-exported)
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.models.adapters import features_per_row, model_adapter
 
@@ -60,22 +60,6 @@ def shared_media_outputs(model, prompt_inputs: dict) -> dict | None:
         index = [starts[p] + j for p in rows for j in range(prompt_inputs["_base"][counts][p])]
         out[modality] = features_per_row(encoded, index)
     return out
-
-
-def join_prompt_completion(
-    prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor, device=None
-) -> dict:
-    """Concatenate left-padded prompts (N, P) with right-padded completions (N, T), on `device`."""
-    kw = model_kwargs(prompt_inputs, device)
-    device = kw["input_ids"].device
-    completion_ids = completion_ids.to(device)
-    completion_mask = completion_mask.to(device)
-    kw["input_ids"] = torch.cat([kw["input_ids"], completion_ids], dim=1)
-    kw["attention_mask"] = torch.cat([kw["attention_mask"], completion_mask.to(kw["attention_mask"].dtype)], dim=1)
-    for key in ("mm_token_type_ids", "token_type_ids"):  # per-token media markers: completions are text
-        if key in kw:
-            kw[key] = torch.cat([kw[key], torch.zeros_like(completion_ids, dtype=kw[key].dtype)], dim=1)
-    return kw
 
 
 CHUNK_ELEMENTS = 1 << 22

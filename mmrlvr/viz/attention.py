@@ -139,8 +139,7 @@ def token_attention(
     tokens). Runs one forward with eager attention (memory grows with layers x heads x length^2:
     on real models pick a few layers and keep sequences short) and restores the previous kernel.
     """
-    from mmrlvr.data.collate import encode_prompts
-    from mmrlvr.train.logprobs import join_prompt_completion
+    from mmrlvr.data.collate import encode_prompts, join_prompt_completion
 
     tok = processor.tokenizer
     ids = tok(completion, add_special_tokens=False)["input_ids"] if isinstance(completion, str) else list(completion)
