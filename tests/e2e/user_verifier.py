@@ -23,3 +23,11 @@ def even_length_odd_ids(completion: str, sample) -> Verdict:
 def length_thirds(completion: str, sample) -> Verdict:
     """Partial credit from the length: 0, 0.5 or 1 (len % 3 / 2), for thresholds on scores."""
     return Verdict((len(completion) % 3) / 2, "length mod 3")
+
+
+def breaks_on_odd_length(completion: str, sample) -> Verdict:
+    """A broken plug-in: raises on completions of odd length (a verifier failure, scored 0), and
+    rewards the even ones, so groups stay mixed and a run goes on."""
+    if len(completion) % 2:
+        raise RuntimeError("this verifier breaks on odd lengths")
+    return Verdict(1.0, "even length")

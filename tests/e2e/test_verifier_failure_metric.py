@@ -1,0 +1,34 @@
+"""`verifier/failed_frac` in metrics.jsonl: the share of a step's verdicts where the verifier
+itself failed, seen through a tiny real run with a plug-in verifier that breaks on odd lengths."""
+
+import json
+from pathlib import Path
+
+from mmrlvr.config import load_config
+from mmrlvr.train.loop import train
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = ["task.train_size=8", "task.eval_size=4", "warm_start.steps=0", "rollout.prompts_per_step=2",
+         "rollout.group_size=4", "rollout.max_new_tokens=7", "train.steps=3", "train.save_every=3",
+         "train.log_every=1", "eval.batch_size=8", "verifier_workers=0",
+         f"rewards=[{{verifier: {ROOT / 'tests/e2e/user_verifier.py'}:breaks_on_odd_length}}]"]
+
+
+def test_failed_frac_is_logged_each_step_and_counts_the_broken_verdicts(tmp_path):
+    run = tmp_path / "run"
+    train(load_config(ROOT / "configs/quickstart.yaml", [*SMALL, f"output_dir={run}"]))
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    steps = {r["step"]: r for r in rows if "reward/mean" in r}
+    assert sorted(steps) == [1, 2, 3]
+    seen = []
+    for step, m in steps.items():
+        # 2 prompts x 4 completions = 8, all written to samples/ (log_every=1): the share of odd
+        # lengths is the share of failed verdicts (an odd one raises, an even one scores 1)
+        done = [json.loads(x) for x in (run / "samples" / f"step_{step}.jsonl").read_text().splitlines()]
+        assert len(done) == 8
+        odd = sum(len(d["completion"]) % 2 for d in done)
+        assert sum(d["reason"].startswith("verifier failed:") for d in done) == odd
+        assert m["verifier/failed_frac"] == odd / 8
+        assert m["reward/mean"] == 1 - odd / 8  # failures score 0, never a clipped 1.0
+        seen.append(odd)
+    assert 0 < sum(seen) < 24, seen  # some failures, not all: a swap with 1 - frac would show
