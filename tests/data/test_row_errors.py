@@ -161,3 +161,41 @@ def test_an_unterminated_csv_quote_is_named_not_merged(tmp_path):
     ok.write_text('question,answer\n"a ""quoted"" word, and a\nsecond line",1\nplain,2\n')  # escaped quotes, 2-line cell
     assert unclosed_quote_line(str(ok)) is None
     assert open_dataset(str(ok), cache_dir=str(tmp_path / "c")).num_rows == 2
+
+
+def _pyav_clip(path, frames: int, fps: int = 10, size: int = 32):
+    """A real H.264 mp4 written with PyAV: `frames / fps` seconds long."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=fps)
+        s.width, s.height, s.pix_fmt = size, size, "yuv420p"
+        for t in range(frames):
+            for packet in s.encode(av.VideoFrame.from_ndarray(np.full((size, size, 3), 8 * t, np.uint8), format="rgb24")):
+                c.mux(packet)
+        for packet in s.encode():
+            c.mux(packet)
+    return path
+
+
+def test_a_segment_ending_after_its_clip_is_a_bad_row(tmp_path, caplog):
+    """The clip's length comes from the container header; a clip whose length cannot be read keeps its rows."""
+    from mmrlvr.data.frame_times import container_duration
+
+    clip = _pyav_clip(tmp_path / "a.mp4", frames=25)  # 25 frames at 10 fps: 2.5 s
+    assert container_duration(str(clip)) == pytest.approx(2.5)
+    (tmp_path / "odd.mp4").write_bytes(b"not a video at all")  # no header: length unknown, row kept
+    rows = [{"video": "a.mp4", "query": "fits", "timestamp": [0.5, 2.0]},
+            {"video": "a.mp4", "query": "too late", "timestamp": [1.0, 3.0]},  # 3.0 > 2.5 + 0.1 slack
+            {"video": "a.mp4", "query": "rounded", "timestamp": [1.0, 2.6]},  # 2.6 <= 2.5 + 0.1: kept
+            {"video": "odd.mp4", "query": "unknown length", "timestamp": [0, 9]},
+            {"video": "a.mp4", "query": "starts after", "timestamp": [4, 5]}]
+    ann = tmp_path / "g.jsonl"
+    ann.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("temporal_grounding", "train", 10, 0, data=str(ann), holdout_frac=0.0, max_bad_frac=0.5)
+    assert [s.reference for s in got] == [[0.5, 2.0], [1.0, 2.6], [0.0, 9.0]]
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"{ann}: row 1 skipped: field 'timestamp': segment [1.0, 3.0] ends after the clip's 2.50 s ({clip})" in lines
+    assert f"{ann}: row 4 skipped: field 'timestamp': segment [4, 5] ends after the clip's 2.50 s ({clip})" in lines
