@@ -199,3 +199,32 @@ def test_a_segment_ending_after_its_clip_is_a_bad_row(tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert f"{ann}: row 1 skipped: field 'timestamp': segment [1.0, 3.0] ends after the clip's 2.50 s ({clip})" in lines
     assert f"{ann}: row 4 skipped: field 'timestamp': segment [4, 5] ends after the clip's 2.50 s ({clip})" in lines
+
+
+def test_a_referring_box_outside_its_image_is_a_bad_row(tmp_path, caplog):
+    """The image size comes from the PNG header; an image whose header cannot be read keeps its row."""
+    Image.new("RGB", (60, 40)).save(tmp_path / "a.png")
+    (tmp_path / "broken.png").write_bytes(b"not an image")  # bad media, reported when decoded
+    rows = [{"image": "a.png", "question": "the dog", "answer": [5, 5, 50, 30]},
+            {"image": "a.png", "question": "too wide", "answer": [5, 5, 61, 30]},  # x2 61 > width 60
+            {"image": "a.png", "question": "edge to edge", "answer": [0, 0, 60, 40]},  # the whole image: kept
+            {"image": "a.png", "question": "too low", "answer": [10, 35, 20, 45]},  # y2 45 > height 40
+            {"image": "broken.png", "question": "unknown size", "answer": [0, 0, 90, 90]}]
+    path = tmp_path / "ref.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("grounding", "train", 10, 0, data=str(path), holdout_frac=0.0, max_bad_frac=0.5,
+                        cache_dir=str(tmp_path / "c"))
+    assert [s.meta["row"] for s in got] == [0, 2, 4]
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"{path}: row 1 skipped: field 'answer': box [5.0, 5.0, 61.0, 30.0] lies outside the 60x40 image" in lines
+    assert f"{path}: row 3 skipped: field 'answer': box [10.0, 35.0, 20.0, 45.0] lies outside the 60x40 image" in lines
+    # xywh: [40, 10, 25, 10] ends at x = 65 > 60; the same numbers as xyxy would be inverted instead
+    path.write_text(json.dumps({"image": "a.png", "question": "q", "answer": [40, 10, 25, 10]}) + "\n"
+                    + json.dumps({"image": "a.png", "question": "q", "answer": [4, 4, 10, 10]}) + "\n")
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("grounding", "train", 10, 0, data=str(path), holdout_frac=0.0, max_bad_frac=0.5,
+                        cache_dir=str(tmp_path / "c2"), box_format="xywh")
+    assert [s.reference for s in got] == [[4.0, 4.0, 14.0, 14.0]]
+    assert f"{path}: row 0 skipped: field 'answer': box [40.0, 10.0, 65.0, 20.0] lies outside the 60x40 image" in \
+        [r.getMessage() for r in caplog.records]
