@@ -88,6 +88,59 @@ def _infinite_segment(tmp):
            match="timestamp must be finite")
 
 
+def _skips_row_1(build) -> None:
+    """`build()` must keep rows 0 and 2 and name row 1 in a 'row 1 skipped: field' line."""
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("mmrlvr.data")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    try:
+        got = build()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+    if len(got) != 2:
+        raise (Silent if len(got) == 3 else Lost)(f"{len(got)} samples from 2 good rows and 1 bad")
+    if not any("row 1 skipped: field" in r.getMessage() for r in records):
+        raise Silent("no 'row 1 skipped: field ...' line")
+
+
+@case("rows: a temporal segment ending after its clip")
+def _late_segment(tmp):
+    import av
+    import numpy as np
+
+    from mmrlvr.tasks import load_task
+
+    with av.open(str(tmp / "a.mp4"), "w") as c:  # 20 frames at 10 fps: 2 s
+        s = c.add_stream("libx264", rate=10)
+        s.width, s.height, s.pix_fmt = 32, 32, "yuv420p"
+        for i in range(20):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((32, 32, 3), 10 * i, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    rows = [[0, 1.5], [1, 5], [0.5, 2]]  # row 1 ends 3 s after the clip
+    (tmp / "g.jsonl").write_text("".join(json.dumps({"video": "a.mp4", "query": "q", "timestamp": t}) + "\n" for t in rows))
+    _skips_row_1(lambda: load_task("temporal_grounding", "train", 10, 0, data=str(tmp / "g.jsonl"),
+                                   holdout_frac=0.0, max_bad_frac=0.5))
+
+
+@case("rows: a referring-expression box outside its image")
+def _outside_box(tmp):
+    from PIL import Image
+
+    from mmrlvr.tasks import load_task
+
+    Image.new("RGB", (60, 40)).save(tmp / "a.png")
+    boxes = [[5, 5, 50, 30], [5, 5, 50, 90], [0, 0, 60, 40]]  # row 1: y2 90 > height 40
+    (tmp / "r.jsonl").write_text("".join(json.dumps({"image": "a.png", "question": "q", "answer": b}) + "\n" for b in boxes))
+    _skips_row_1(lambda: load_task("grounding", "train", 10, 0, data=str(tmp / "r.jsonl"), holdout_frac=0.0,
+                                   max_bad_frac=0.5, cache_dir=str(tmp / "c")))
+
+
 @case("cli: a data error in train is one line")
 def _cli(tmp):
     from mmrlvr.cli import main
