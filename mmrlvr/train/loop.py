@@ -36,7 +36,6 @@ from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect
 from mmrlvr.train.token_roles import weigh_tokens, write_token_roles
 from mmrlvr.validate import check_sample_verifiers, validate_config
-from mmrlvr.verifiers.failures import failed_frac
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
 
@@ -194,7 +193,6 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
         "time/update": time.perf_counter() - t1,
         "time/step": time.perf_counter() - t0,
         "data/bad_media": source.pop_bad(),
-        "verifier/failed_frac": failed_frac(batch.verdicts),  # the trained completions' verdicts
         **source.metrics(),  # replay/frac, replay/queue, replay/mean_reuse; demos/frac
     })
     if write and log_step:

@@ -31,3 +31,11 @@ def breaks_on_odd_length(completion: str, sample) -> Verdict:
     if len(completion) % 2:
         raise RuntimeError("this verifier breaks on odd lengths")
     return Verdict(1.0, "even length")
+
+
+def breaks_on_even_ids(completion: str, sample) -> Verdict:
+    """A plug-in broken on samples whose id ends in an even digit (every completion of such a
+    prompt fails, a flat group that dynamic sampling drops), `even_length` on the others."""
+    if sample.id[-1:].isdigit() and int(sample.id[-1]) % 2 == 0:
+        raise RuntimeError("this verifier breaks on even ids")
+    return even_length(completion, sample)
