@@ -82,6 +82,14 @@ def parse_box(value, fmt: str = "xyxy", image_size: tuple | None = None) -> list
     return box
 
 
+def box_outside(box: list[float], size: tuple) -> bool:
+    """Whether an [x1, y1, x2, y2] pixel box leaves its (width, height) image (1e-6 px float slack):
+    no answer inside the image could match it, so its row could never score."""
+    w, h = size
+    eps = 1e-6
+    return not (-eps <= box[0] and -eps <= box[1] and box[2] <= w + eps and box[3] <= h + eps)
+
+
 def _inverted(box: list[float]) -> bool:
     return box[2] <= box[0] or box[3] <= box[1]
 

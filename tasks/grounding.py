@@ -11,7 +11,8 @@ the table is `mmrlvr.verifiers.grounding.FAMILY_BOX_FORMATS`.
 
 Real data (`data:` set): RefCOCO-style rows (`image`, a referring expression in `question`, a box
 in `answer`, `box_format: xyxy | xywh | xyxy_norm | xywh_norm` in the task args; a file whose boxes
-contradict the declared format stops with the format to set, see `_boxes.py`) and VOC-style rows (`filename`,
+contradict the declared format stops with the format to set, see `_boxes.py`; a box outside its
+image, whose size is read from the header, is a bad row) and VOC-style rows (`filename`,
 `objects` with `xmin..ymax` strings, as in the raccoon sample): one sample per image, `iou` for
 one object and `boxes` (F1 at IoU >= 0.5) for several.
 
@@ -37,7 +38,7 @@ from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, Row, build_samples, read_rows, split_positions
 from mmrlvr.tasks._policy import bad_frac
-from mmrlvr.tasks._boxes import BOX_FORMATS, check_box_format, parse_box, require_convention
+from mmrlvr.tasks._boxes import BOX_FORMATS, box_outside, check_box_format, parse_box, require_convention
 from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
 from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
@@ -106,7 +107,7 @@ def real_sample(row: Row, source: str, template: PromptSpec, fmt: str, box_forma
         what = " or ".join(names)
         first = objects[0]
         size = (int(first["width"]), int(first["height"])) if first.get("width") and first.get("height") else None
-        outside = next((b for b in boxes if size and not (0 <= b[0] and 0 <= b[1] and b[2] <= size[0] and b[3] <= size[1])), None)
+        outside = next((b for b in boxes if size and box_outside(b, size)), None)
         if outside is not None:  # no answer inside the image could ever match it
             raise BadRow(f"field 'objects': box {outside} lies outside the {size[0]}x{size[1]} image")
         messages, images = _messages(template, row.images, what, fmt, len(boxes) > 1, columns, fields.get("prompt"))
@@ -118,10 +119,13 @@ def real_sample(row: Row, source: str, template: PromptSpec, fmt: str, box_forma
         raise BadRow("referring expression (question) is missing")
     if row.fields.get("answer") is None:
         raise BadRow("box (answer) is missing")
-    size = image_size(row.images[0]) if box_format.endswith("_norm") else None
+    header = image_size(row.images[0])  # (w, h) from the image header, no decode; None if unreadable
+    size = header if box_format.endswith("_norm") else None
     box = parse_box(row.fields["answer"], box_format, size)
+    if header and box_outside(box, header):  # an unreadable image keeps its row: bad media at decode
+        raise BadRow(f"field 'answer': box {box} lies outside the {header[0]}x{header[1]} image")
     messages, images = _messages(template, row.images, question.strip().rstrip("?."), fmt, False, columns, fields.get("prompt"))
-    target = reference_target([box], fmt, size or image_size(row.images[0]) if fmt == "norm1000" else None)
+    target = reference_target([box], fmt, header if fmt == "norm1000" else None)
     return Sample(sid, messages, box, "iou", images, meta=_meta(fmt, row, source, size, columns), target=target)
 
 
@@ -130,7 +134,11 @@ def image_size(ref) -> tuple[int, int] | None:
     from mmrlvr.data.media import _open
 
     try:
-        return _open(ref, None)[0].size
+        img = _open(ref, None)[0]
+        size = img.size
+        if img is not ref:  # a file or bytes opened here: let go of it now (a row loop opens thousands)
+            img.close()
+        return size
     except Exception:  # noqa: BLE001 - a bad image is reported when it is decoded
         return None
 

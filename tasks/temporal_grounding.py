@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
+from mmrlvr.data.frame_times import container_duration
 from mmrlvr.data.media import VideoRef
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.tasks.nextqa import read_rows
@@ -19,6 +20,8 @@ from mmrlvr.types import Sample
 
 QUESTION = ("When does this happen in the video: \"{query}\"? Answer with the start and end time in "
             "seconds as <answer>[start, end]</answer>.")
+END_SLACK_S = 0.1
+"""A segment may end this far after the clip's declared duration (annotations rounded to 0.1 s)."""
 
 
 def teacher_problem(args: dict, model_type: str | None = None) -> str:
@@ -30,8 +33,9 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
           fps: float = 2.0, max_frames: int = 32, max_pixels: int | None = None, holdout_frac: float | None = None,
           max_bad_frac: float | None = None, annotations: str | None = None,
           eval_frac: float | None = None) -> list[Sample]:
-    """Up to `size` rows of the split; a missing video or a bad segment is a bad row (file, row),
-    skipped and reported up to `max_bad_frac` (tasks/_policy.py). `annotations` and `eval_frac`
+    """Up to `size` rows of the split; a missing video or a bad segment (one ending after the
+    clip's header duration, which could never score) is a bad row (file, row), skipped and
+    reported up to `max_bad_frac` (tasks/_policy.py). `annotations` and `eval_frac`
     are the deprecated names of `data` and `holdout_frac`."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
@@ -41,6 +45,7 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
     if data is None:
         raise ValueError("temporal_grounding needs task.args.data (JSONL: video, query, timestamp)")
     root = Path(video_dir) if video_dir else Path(data).parent
+    durations: dict = {}  # path -> seconds from the header (or None), read once per video
 
     def make(n: int, row: dict) -> Sample:
         query = row.get("query", row.get("sentence"))
@@ -53,6 +58,10 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
         path = Path(row["video"]) if Path(row["video"]).is_absolute() else root / row["video"]
         if not path.is_file():
             raise BadRow(f"video {path} not found")
+        if path not in durations:
+            durations[path] = container_duration(str(path))
+        if durations[path] is not None and seg[1] > durations[path] + END_SLACK_S:  # unknown length: kept
+            raise BadRow(f"field 'timestamp': segment {list(seg)} ends after the clip's {durations[path]:.2f} s ({path})")
         return Sample(
             id=f"grounding-{n}-{path.stem}",
             messages=({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION.format(query=query.strip())}]},),

@@ -98,3 +98,26 @@ def sample_indices_by_time(
 def _duration(times: list[float]) -> float:
     """A clip's length from its frame times: the last frame's time plus one mean interval."""
     return times[-1] * len(times) / max(1, len(times) - 1)
+
+
+def container_duration(path: str) -> float | None:
+    """A clip's length in seconds from the container header (the video stream's duration, else
+    the container's), without decoding a frame; None when PyAV cannot open it or it declares none.
+
+    Used at load to refuse a temporal segment that ends after the clip (it could never score)."""
+    try:
+        import av
+
+        with av.open(path) as c:
+            if c.format.name in IMAGE_FORMATS:
+                return None
+            s = c.streams.video[0]
+            if s.duration and s.time_base:
+                seconds = float(s.duration * s.time_base)
+            elif c.duration:
+                seconds = c.duration / av.time_base
+            else:
+                return None
+    except Exception:  # noqa: BLE001 - an unreadable clip is reported when it is decoded
+        return None
+    return seconds if seconds > 0 else None

@@ -26,6 +26,7 @@ from mmrlvr.train.learner import loss_mask
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.train.temporal import temporal_contrast
 from mmrlvr.types import RolloutBatch, Sample
+from mmrlvr.verifiers.failures import failed_frac
 
 PromptStream = SeededStream  # the seeded stream's older name, used by tests and benchmarks
 
@@ -121,6 +122,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     collector = GroupCollector(b, filter_groups=False)  # the strategies decide what is kept
     metrics: dict = {}
     scored: list = []
+    verdicts: list = []  # every completion scored this step, also in groups dynamic sampling drops
     extras: list = []  # strategies' own groups, trained on after the collected ones
     t_gen = t_score = 0.0
     n_tokens = 0
@@ -140,6 +142,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
         collector.add_round(rnd.keep, _groups(rnd))
         extras += rnd.extra_groups
         scored += [(s.id, r) for s, r in zip(rnd.prompts, rnd.rewards.tolist())]
+        verdicts += rnd.verdicts
         scored += [(grp[0].id, grp[2].tolist()) for grp in rnd.extra_groups]
         all_done = all_reduce([0.0 if collector.done else 1.0], "max")[0] == 0
         if all_done or collector.rounds >= max(1, cfg.algo.max_rounds):
@@ -154,6 +157,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
         "rollout/tokens_per_s": n_tokens / max(t_gen, 1e-9),
         "rollout/mean_length": batch.completion_mask.sum(1).float().mean().item(),
         "rollout/truncated_frac": batch.truncated.float().mean().item(),
+        "verifier/failed_frac": failed_frac(verdicts),  # an all-failed group scores flat: dynamic sampling drops it
         "time/rollout": t_gen,
         "time/score": t_score,
     })

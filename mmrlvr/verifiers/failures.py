@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from mmrlvr.types import Verdict
-from mmrlvr.verifiers.base import BAD_REFERENCE, VERIFIER_FAILED
+from mmrlvr.verifiers.base import BAD_REFERENCE, VERIFIER_FAILED, is_failure
 
 log = logging.getLogger("mmrlvr.verifiers")
 FAIL_SHARE = 0.05  # more failed verdicts than this share of a verifier's items (and more than 1): warn
@@ -74,3 +74,11 @@ class FailureCounter:
 def too_many(failed: int, items: int, share: float = FAIL_SHARE) -> bool:
     """More failures than a small share: `failed > max(1, share * items)` (one stray one is noise)."""
     return failed > max(1.0, share * items)
+
+
+def failed_frac(verdicts: Sequence[Verdict]) -> float:
+    """Share of `verdicts` where the verifier itself failed (`verifier failed: ...`), 0.0 for none.
+
+    Logged each step as `verifier/failed_frac`: such a verdict scores 0 like a wrong answer, so a
+    reward curve alone cannot tell a broken verifier from a policy that answers wrongly."""
+    return sum(is_failure(v) for v in verdicts) / len(verdicts) if verdicts else 0.0

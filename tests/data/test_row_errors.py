@@ -161,3 +161,70 @@ def test_an_unterminated_csv_quote_is_named_not_merged(tmp_path):
     ok.write_text('question,answer\n"a ""quoted"" word, and a\nsecond line",1\nplain,2\n')  # escaped quotes, 2-line cell
     assert unclosed_quote_line(str(ok)) is None
     assert open_dataset(str(ok), cache_dir=str(tmp_path / "c")).num_rows == 2
+
+
+def _pyav_clip(path, frames: int, fps: int = 10, size: int = 32):
+    """A real H.264 mp4 written with PyAV: `frames / fps` seconds long."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=fps)
+        s.width, s.height, s.pix_fmt = size, size, "yuv420p"
+        for t in range(frames):
+            for packet in s.encode(av.VideoFrame.from_ndarray(np.full((size, size, 3), 8 * t, np.uint8), format="rgb24")):
+                c.mux(packet)
+        for packet in s.encode():
+            c.mux(packet)
+    return path
+
+
+def test_a_segment_ending_after_its_clip_is_a_bad_row(tmp_path, caplog):
+    """The clip's length comes from the container header; a clip whose length cannot be read keeps its rows."""
+    from mmrlvr.data.frame_times import container_duration
+
+    clip = _pyav_clip(tmp_path / "a.mp4", frames=25)  # 25 frames at 10 fps: 2.5 s
+    assert container_duration(str(clip)) == pytest.approx(2.5)
+    (tmp_path / "odd.mp4").write_bytes(b"not a video at all")  # no header: length unknown, row kept
+    rows = [{"video": "a.mp4", "query": "fits", "timestamp": [0.5, 2.0]},
+            {"video": "a.mp4", "query": "too late", "timestamp": [1.0, 3.0]},  # 3.0 > 2.5 + 0.1 slack
+            {"video": "a.mp4", "query": "rounded", "timestamp": [1.0, 2.6]},  # 2.6 <= 2.5 + 0.1: kept
+            {"video": "odd.mp4", "query": "unknown length", "timestamp": [0, 9]},
+            {"video": "a.mp4", "query": "starts after", "timestamp": [4, 5]}]
+    ann = tmp_path / "g.jsonl"
+    ann.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("temporal_grounding", "train", 10, 0, data=str(ann), holdout_frac=0.0, max_bad_frac=0.5)
+    assert [s.reference for s in got] == [[0.5, 2.0], [1.0, 2.6], [0.0, 9.0]]
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"{ann}: row 1 skipped: field 'timestamp': segment [1.0, 3.0] ends after the clip's 2.50 s ({clip})" in lines
+    assert f"{ann}: row 4 skipped: field 'timestamp': segment [4, 5] ends after the clip's 2.50 s ({clip})" in lines
+
+
+def test_a_referring_box_outside_its_image_is_a_bad_row(tmp_path, caplog):
+    """The image size comes from the PNG header; an image whose header cannot be read keeps its row."""
+    Image.new("RGB", (60, 40)).save(tmp_path / "a.png")
+    (tmp_path / "broken.png").write_bytes(b"not an image")  # bad media, reported when decoded
+    rows = [{"image": "a.png", "question": "the dog", "answer": [5, 5, 50, 30]},
+            {"image": "a.png", "question": "too wide", "answer": [5, 5, 61, 30]},  # x2 61 > width 60
+            {"image": "a.png", "question": "edge to edge", "answer": [0, 0, 60, 40]},  # the whole image: kept
+            {"image": "a.png", "question": "too low", "answer": [10, 35, 20, 45]},  # y2 45 > height 40
+            {"image": "broken.png", "question": "unknown size", "answer": [0, 0, 90, 90]}]
+    path = tmp_path / "ref.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("grounding", "train", 10, 0, data=str(path), holdout_frac=0.0, max_bad_frac=0.5,
+                        cache_dir=str(tmp_path / "c"))
+    assert [s.meta["row"] for s in got] == [0, 2, 4]
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"{path}: row 1 skipped: field 'answer': box [5.0, 5.0, 61.0, 30.0] lies outside the 60x40 image" in lines
+    assert f"{path}: row 3 skipped: field 'answer': box [10.0, 35.0, 20.0, 45.0] lies outside the 60x40 image" in lines
+    # xywh: [40, 10, 25, 10] ends at x = 65 > 60; the same numbers as xyxy would be inverted instead
+    path.write_text(json.dumps({"image": "a.png", "question": "q", "answer": [40, 10, 25, 10]}) + "\n"
+                    + json.dumps({"image": "a.png", "question": "q", "answer": [4, 4, 10, 10]}) + "\n")
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("grounding", "train", 10, 0, data=str(path), holdout_frac=0.0, max_bad_frac=0.5,
+                        cache_dir=str(tmp_path / "c2"), box_format="xywh")
+    assert [s.reference for s in got] == [[4.0, 4.0, 14.0, 14.0]]
+    assert f"{path}: row 0 skipped: field 'answer': box [40.0, 10.0, 65.0, 20.0] lies outside the 60x40 image" in \
+        [r.getMessage() for r in caplog.records]

@@ -39,7 +39,7 @@ def test_image_task_with_one_bad_row_in_thirty_loads_and_two_stop(tmp_path):
 def test_video_task_skips_a_bad_row_like_image_tasks_and_old_names_still_work(tmp_path, caplog):
     from tests.tasks.test_video_tasks import _write_clip
 
-    _write_clip(tmp_path / "a.mp4", frames=20)
+    _write_clip(tmp_path / "a.mp4", frames=30)  # 3 s: every segment below ends within the clip
     rows = [{"video": "a.mp4", "query": f"event {i}", "timestamp": [0, 1 + i % 3]} for i in range(29)]
     rows.insert(5, {"video": "gone.mp4", "query": "lost", "timestamp": [0, 1]})
     ann = tmp_path / "g.jsonl"

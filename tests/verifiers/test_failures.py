@@ -191,3 +191,12 @@ def test_score_names_an_output_that_cannot_be_written(tmp_path, capsys):
     src.write_text(json.dumps({"verifier": "count", "completion": "<answer>1</answer>", "reference": 1}) + "\n")
     assert main(["score", str(src), "-o", "/dev/full", "-q", "--workers", "0"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == ["mmrlvr: error: /dev/full: No space left on device"]
+
+
+def test_failed_frac_counts_only_verifier_failures():
+    from mmrlvr.verifiers.failures import failed_frac
+
+    verdicts = [Verdict(0.0, "verifier failed: timed out"), Verdict(0.0, "bad reference: NaN"),
+                Verdict(1.0, "correct"), Verdict(0.0, "verifier failed: NaN"), Verdict(0.0, "wrong")]
+    assert failed_frac(verdicts) == 2 / 5  # two failures; a bad reference is the data's, not counted
+    assert failed_frac([]) == 0.0
