@@ -13,12 +13,13 @@ import zlib
 from pathlib import Path
 
 from mmrlvr.data.media import VideoRef
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.tasks.nextqa import read_rows
 from mmrlvr.types import Sample
 
-QUESTION = ("When does this happen in the video: \"{query}\"? Answer with the start and end time in "
-            "seconds as <answer>[start, end]</answer>.")
+ANSWER_FORMAT = "Answer with the start and end time in seconds as <answer>[start, end]</answer>."
+QUESTION = "When does this happen in the video: \"{query}\"? " + ANSWER_FORMAT
 
 
 def teacher_problem(args: dict, model_type: str | None = None) -> str:
@@ -29,12 +30,15 @@ def teacher_problem(args: dict, model_type: str | None = None) -> str:
 def build(split: str, size: int, seed: int, data: str | None = None, video_dir: str | None = None,
           fps: float = 2.0, max_frames: int = 32, max_pixels: int | None = None, holdout_frac: float | None = None,
           max_bad_frac: float | None = None, annotations: str | None = None,
-          eval_frac: float | None = None) -> list[Sample]:
+          eval_frac: float | None = None, prompt_template: str | None = None,
+          system_prompt: str | None = None) -> list[Sample]:
     """Up to `size` rows of the split; a missing video or a bad segment is a bad row (file, row),
     skipped and reported up to `max_bad_frac` (tasks/_policy.py). `annotations` and `eval_frac`
-    are the deprecated names of `data` and `holdout_frac`."""
+    are the deprecated names of `data` and `holdout_frac`. A row's `prompt` column, else
+    `prompt_template` (fields: query, question, answer_format), replaces the question text."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before any row is read
     data = renamed("temporal_grounding", "data", data, "annotations", annotations)
     holdout = renamed("temporal_grounding", "holdout_frac", holdout_frac, "eval_frac", eval_frac)
     holdout = 0.2 if holdout is None else holdout
@@ -55,7 +59,9 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
             raise BadRow(f"video {path} not found")
         return Sample(
             id=f"grounding-{n}-{path.stem}",
-            messages=({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION.format(query=query.strip())}]},),
+            messages=task_messages(spec, ({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION.format(query=query.strip())}]},),
+                                   {"query": query.strip(), "question": f"When does this happen in the video: \"{query.strip()}\"?",
+                                    "answer_format": ANSWER_FORMAT}, row.get("prompt")),
             reference=[float(seg[0]), float(seg[1])], verifier="tiou",
             videos=(VideoRef(str(path), fps=fps, max_frames=max_frames, max_pixels=max_pixels),),
             meta={"source": f"{data}:{n}"},
