@@ -26,6 +26,8 @@ from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.tasks._policy import renamed
 from mmrlvr.types import Sample
 
+VERIFIERS = ('order',)  # what its samples are scored by (each sample's own verifier)
+
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov", ".gif")
 SIZE = 56
 

@@ -20,6 +20,8 @@ from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.data.synthetic import draw_cell_shapes
 from mmrlvr.types import Sample
 
+VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
+
 COLORS = {
     "red": (220, 40, 40), "orange": (240, 140, 30), "yellow": (230, 200, 30),
     "green": (40, 170, 60), "blue": (40, 80, 220), "purple": (150, 60, 190),

@@ -18,6 +18,8 @@ from mmrlvr.jsonl import iter_jsonl
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.types import Sample
 
+VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
+
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 LETTERS = "ABCDE"
 ANSWER_FORMAT = "Answer with the option's letter as <answer>X</answer>."

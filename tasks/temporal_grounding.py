@@ -18,6 +18,8 @@ from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.tasks.nextqa import read_rows
 from mmrlvr.types import Sample
 
+VERIFIERS = ('tiou',)  # what its samples are scored by (each sample's own verifier)
+
 ANSWER_FORMAT = "Answer with the start and end time in seconds as <answer>[start, end]</answer>."
 QUESTION = "When does this happen in the video: \"{query}\"? " + ANSWER_FORMAT
 

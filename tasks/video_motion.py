@@ -21,6 +21,8 @@ from mmrlvr.data.media import DEFAULT_FPS
 from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.types import Sample
 
+VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
+
 DIRECTIONS = ("left", "right", "up", "down")
 STEP = {"left": (0, -1), "right": (0, 1), "up": (-1, 0), "down": (1, 0)}
 SIZE, SQUARE = 56, 20

@@ -1,0 +1,50 @@
+"""The up-front answer-format check: a template or a `prompt` column that never asks for what the
+scoring verifiers read (configured rewards, else each sample's own verifier) is named in one line."""
+
+import json
+
+from mmrlvr.config import load_config
+from mmrlvr.data.prompt_formats import missing_formats
+from mmrlvr.validate import config_errors
+
+
+def _errors(config, *overrides):
+    return config_errors(load_config(config, list(overrides)))
+
+
+def test_each_samples_own_verifier_is_checked_when_no_rewards_are_configured(tmp_path):
+    tpl = tmp_path / "c.jinja"
+    tpl.write_text("{{ question }} Reply with just the number.")  # no <answer>
+    # quickstart (counting, no rewards:): the samples' own `count` needs the exact tag
+    assert _errors("configs/quickstart.yaml", f"task.args.prompt_template={tpl}") == [
+        f"task.args.prompt_template={str(tpl)!r}: a template that asks for the answer format: verifier 'count' needs <answer>"]
+    # video_motion's samples are scored by `choice`: \boxed{} is an answer it extracts
+    assert _errors("configs/video_motion_tiny.yaml", f"task.args.prompt_template={tpl}") == [
+        f"task.args.prompt_template={str(tpl)!r}: a template that asks for the answer format: "
+        "verifier 'choice' needs <answer> (or \\boxed{}, or 'answer is')"]
+    tpl.write_text("{{ question }} Put it in \\boxed{}.")
+    assert _errors("configs/video_motion_tiny.yaml", f"task.args.prompt_template={tpl}") == []
+    # configured rewards replace the sample's own verifier: `exact` reads \boxed{}, so no line
+    assert _errors("configs/quickstart.yaml", f"task.args.prompt_template={tpl}", "rewards=[{verifier: exact}]") == []
+    # ... but an eval verifier that needs the tag still does
+    assert _errors("configs/quickstart.yaml", f"task.args.prompt_template={tpl}", "rewards=[{verifier: exact}]",
+                   "eval.verifiers=[count]") == [
+        f"task.args.prompt_template={str(tpl)!r}: a template that asks for the answer format: verifier 'count' needs <answer>"]
+
+
+def test_the_first_rows_prompt_column_is_checked(tmp_path):
+    rows = [{"video": "v", "question": "q", "answer": 0, **{f"a{i}": str(i) for i in range(5)}, "prompt": p}
+            for p in ("Pick one. <answer>X</answer>", "", "Pick one letter.", "No format either.")]
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # row 1 has an empty prompt (the shipped wording is used); row 2 is the first that asks for nothing
+    errs = _errors("configs/video_qwen2.5vl_3b.yaml", f"task.args.data={data}", "task.args.video_dir=.")
+    assert [e for e in errs if "prompt column" in e] == [
+        f"task.args.data={str(data)!r}: row 2's prompt column asks for no answer format: "
+        "verifier 'choice' needs <answer> (or \\boxed{}, or 'answer is')"]
+
+
+def test_missing_formats_per_verifier():
+    assert missing_formats("The answer is [1, 2].", ["tiou", "order", "iou"]) == []
+    assert missing_formats("<answer>[s, e]</answer>", ["tiou", "format", "count", "tiou"]) == ["verifier 'format' needs <think>"]
+    assert missing_formats("Say when.", ["tiou", "my.module:fn"]) == ["verifier 'tiou' needs <answer> (or \\boxed{}, or 'answer is')"]
