@@ -68,14 +68,17 @@ def first_prompts(data: str, names: Iterable[str], n: int = FIRST_ROWS) -> list[
 def format_problems(args: dict, module, rewards: list[str], eval_verifiers: list[str]) -> list[tuple[str, object, str]]:
     """(config key, value, why) for a template file, and for the first row of `data`/`eval_data` whose
     `prompt` column, that asks for no answer format a scoring verifier reads."""
-    from mmrlvr.data.prompts import prompt_spec
+    from mmrlvr.data.prompts import TEMPLATES, instruction, prompt_spec
 
     used = verifiers_in_use(rewards, eval_verifiers, getattr(module, "VERIFIERS", ()))
     out: list[tuple[str, object, str]] = []
     path = args.get("prompt_template")
     if path is not None:
         try:
-            needs = missing_formats(prompt_spec("answer", path).text, used)
+            text = prompt_spec("answer", path).text
+            if "answer_format" in text:  # the field renders the task's instruction (empty under template=plain)
+                text += " " + instruction(args.get("template", "answer") if args.get("template") in TEMPLATES else "answer")
+            needs = missing_formats(text, used)
         except ValueError as exc:
             out.append(("task.args.prompt_template", path, str(exc).split(": ", 1)[-1]))
         else:

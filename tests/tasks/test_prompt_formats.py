@@ -22,6 +22,13 @@ def test_each_samples_own_verifier_is_checked_when_no_rewards_are_configured(tmp
     assert _errors("configs/video_motion_tiny.yaml", f"task.args.prompt_template={tpl}") == [
         f"task.args.prompt_template={str(tpl)!r}: a template that asks for the answer format: "
         "verifier 'choice' needs <answer> (or \\boxed{}, or 'answer is')"]
+    # {{ answer_format }} renders the task's own instruction, which asks for <answer>
+    tpl.write_text("Clip: {{ question }} {{ answer_format }}")
+    assert _errors("configs/video_motion_tiny.yaml", f"task.args.prompt_template={tpl}") == []
+    # ... except under template=plain, where the instruction is empty (geometry: choice and math)
+    assert _errors("configs/geometry_tiny.yaml", f"task.args.prompt_template={tpl}", "task.args.template=plain") == [
+        f"task.args.prompt_template={str(tpl)!r}: a template that asks for the answer format: "
+        "verifier 'choice' needs <answer> (or \\boxed{}, or 'answer is'); verifier 'math' needs <answer> (or \\boxed{}, or 'answer is')"]
     tpl.write_text("{{ question }} Put it in \\boxed{}.")
     assert _errors("configs/video_motion_tiny.yaml", f"task.args.prompt_template={tpl}") == []
     # configured rewards replace the sample's own verifier: `exact` reads \boxed{}, so no line
