@@ -38,8 +38,8 @@ def verifiers_in_use(rewards: Iterable[str], eval_verifiers: Iterable[str], task
     return list(dict.fromkeys(train + (list(eval_verifiers) or train)))
 
 
-def first_prompts(data: str, names: Iterable[str], n: int = FIRST_ROWS) -> list[tuple[int, str]]:
-    """(row, prompt text) of the first `n` rows of a local JSONL/JSON/CSV file whose prompt column
+def first_prompts(data: str, names: Iterable[str], n: int = FIRST_ROWS) -> list[tuple[int, str, str]]:
+    """(row, column, prompt text) of the first `n` rows of a local JSONL/JSON/CSV file whose prompt column
     (the first of `names` present) is non-empty; [] for anything else (hub names, parquet)."""
     path, names = Path(data).expanduser(), list(names)
     if not path.is_file():
@@ -59,9 +59,9 @@ def first_prompts(data: str, names: Iterable[str], n: int = FIRST_ROWS) -> list[
         return []  # the row readers name a broken file with its line
     out = []
     for i, row in enumerate(rows):
-        cell = next((row[k] for k in names if isinstance(row, dict) and k in row), None)
-        if isinstance(cell, str) and cell.strip():
-            out.append((i, cell))
+        name = next((k for k in names if isinstance(row, dict) and k in row), None)
+        if name is not None and isinstance(row[name], str) and row[name].strip():
+            out.append((i, name, row[name]))
     return out
 
 
@@ -89,9 +89,9 @@ def format_problems(args: dict, module, rewards: list[str], eval_verifiers: list
     for key in ("data", "eval_data"):
         if not isinstance(args.get(key), str):
             continue
-        for row, text in first_prompts(args[key], [names] if isinstance(names, str) else names):
+        for row, column, text in first_prompts(args[key], [names] if isinstance(names, str) else names):
             needs = missing_formats(text, used)
             if needs:
-                out.append((f"task.args.{key}", args[key], f"row {row}'s prompt column asks for no answer format: {'; '.join(needs)}"))
+                out.append((f"task.args.{key}", args[key], f"row {row}, column {column!r} (the prompt) asks for no answer format: {'; '.join(needs)}"))
                 break  # the first such row names the problem
     return out

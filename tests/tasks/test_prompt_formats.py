@@ -46,9 +46,21 @@ def test_the_first_rows_prompt_column_is_checked(tmp_path):
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # row 1 has an empty prompt (the shipped wording is used); row 2 is the first that asks for nothing
     errs = _errors("configs/video_qwen2.5vl_3b.yaml", f"task.args.data={data}", "task.args.video_dir=.")
-    assert [e for e in errs if "prompt column" in e] == [
-        f"task.args.data={str(data)!r}: row 2's prompt column asks for no answer format: "
+    assert [e for e in errs if "(the prompt)" in e] == [
+        f"task.args.data={str(data)!r}: row 2, column 'prompt' (the prompt) asks for no answer format: "
         "verifier 'choice' needs <answer> (or \\boxed{}, or 'answer is')"]
+    # a renamed prompt column (geometry: columns.prompt) is read under its own name, from a CSV too
+    import csv
+
+    with open(tmp_path / "g.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["image", "question", "answer", "ask"])
+        w.writeheader()
+        w.writerows([{"image": "a.png", "question": "q", "answer": "3", "ask": "Area? <answer>N</answer>"},
+                     {"image": "a.png", "question": "q", "answer": "4", "ask": "Area, please."}])
+    errs = _errors("configs/geometry_tiny.yaml", f"task.args.data={tmp_path / 'g.csv'}", "task.args.columns.prompt=ask")
+    assert [e for e in errs if "(the prompt)" in e] == [
+        f"task.args.data={str(tmp_path / 'g.csv')!r}: row 1, column 'ask' (the prompt) asks for no answer format: "
+        "verifier 'choice' needs <answer> (or \\boxed{}, or 'answer is'); verifier 'math' needs <answer> (or \\boxed{}, or 'answer is')"]
 
 
 def test_missing_formats_per_verifier():
