@@ -67,3 +67,20 @@ def test_missing_formats_per_verifier():
     assert missing_formats("The answer is [1, 2].", ["tiou", "order", "iou"]) == []
     assert missing_formats("<answer>[s, e]</answer>", ["tiou", "format", "count", "tiou"]) == ["verifier 'format' needs <think>"]
     assert missing_formats("Say when.", ["tiou", "my.module:fn"]) == ["verifier 'tiou' needs <answer> (or \\boxed{}, or 'answer is')"]
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from mmrlvr.data.prompt_formats import EXACT_TAGS, EXTRACTING  # noqa: E402
+
+KNOWN = sorted(set(EXACT_TAGS) | set(EXTRACTING))
+
+
+@given(st.text(max_size=40), st.text(max_size=40), st.lists(st.sampled_from(KNOWN), max_size=6))
+def test_a_text_with_both_tags_satisfies_every_verifier_and_one_without_satisfies_none(before, after, verifiers):
+    assert missing_formats(f"{before}<THINK></think>{after}<Answer>x</answer>", verifiers) == []  # tags in any case
+    bare = (before + after).lower()
+    if not any(m in bare for m in ("<answer>", "\\boxed", "answer is", "answer:", "<think>")):
+        # each distinct verifier is named at least once, in the order given
+        named = [line.split("'")[1] for line in missing_formats(before + after, verifiers)]
+        assert list(dict.fromkeys(named)) == list(dict.fromkeys(verifiers))
