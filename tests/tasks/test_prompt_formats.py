@@ -1,10 +1,13 @@
 """The up-front answer-format check: a template or a `prompt` column that never asks for what the
 scoring verifiers read (configured rewards, else each sample's own verifier) is named in one line."""
 
+import csv
 import json
 
+from hypothesis import given, strategies as st
+
 from mmrlvr.config import load_config
-from mmrlvr.data.prompt_formats import missing_formats
+from mmrlvr.data.prompt_formats import EXACT_TAGS, EXTRACTING, missing_formats
 from mmrlvr.validate import config_errors
 
 
@@ -50,8 +53,6 @@ def test_the_first_rows_prompt_column_is_checked(tmp_path):
         f"task.args.data={str(data)!r}: row 2, column 'prompt' (the prompt) asks for no answer format: "
         "verifier 'choice' needs <answer> (or \\boxed{}, or 'answer is')"]
     # a renamed prompt column (geometry: columns.prompt) is read under its own name, from a CSV too
-    import csv
-
     with open(tmp_path / "g.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["image", "question", "answer", "ask"])
         w.writeheader()
@@ -67,11 +68,6 @@ def test_missing_formats_per_verifier():
     assert missing_formats("The answer is [1, 2].", ["tiou", "order", "iou"]) == []
     assert missing_formats("<answer>[s, e]</answer>", ["tiou", "format", "count", "tiou"]) == ["verifier 'format' needs <think>"]
     assert missing_formats("Say when.", ["tiou", "my.module:fn"]) == ["verifier 'tiou' needs <answer> (or \\boxed{}, or 'answer is')"]
-
-
-from hypothesis import given, strategies as st  # noqa: E402
-
-from mmrlvr.data.prompt_formats import EXACT_TAGS, EXTRACTING  # noqa: E402
 
 KNOWN = sorted(set(EXACT_TAGS) | set(EXTRACTING))
 
