@@ -294,8 +294,7 @@ def _check_task_args(cfg: Config) -> Iterable[str]:
 
         if args["template"] not in TEMPLATES:
             yield _line("task.args.template", args["template"], f"one of {', '.join(TEMPLATES)}")
-    if args.get("prompt_template") is not None:
-        yield from _check_prompt_template(cfg, args["prompt_template"])
+    yield from _check_prompt_formats(cfg, module, args)
     teacher = getattr(module, "teacher_problem", None)
     if cfg.warm_start.steps > 0 and not cfg.warm_start.checkpoint and callable(teacher):
         from mmrlvr.tasks import model_type_of
@@ -305,17 +304,12 @@ def _check_task_args(cfg: Config) -> Iterable[str]:
             yield _line("warm_start.steps", cfg.warm_start.steps, why)
 
 
-def _check_prompt_template(cfg: Config, path) -> Iterable[str]:
-    from mmrlvr.data.prompts import missing_tags, prompt_spec
+def _check_prompt_formats(cfg: Config, module, args: dict) -> Iterable[str]:
+    """The user's wording (template, `prompt` column) asks for what the scoring verifiers read."""
+    from mmrlvr.data.prompt_formats import format_problems
 
-    try:
-        spec = prompt_spec("answer", path)
-    except ValueError as exc:
-        yield _line("task.args.prompt_template", path, str(exc).split(": ", 1)[-1])
-        return
-    needs = missing_tags(spec.text, [t.verifier for t in cfg.rewards])
-    if needs:
-        yield _line("task.args.prompt_template", path, f"a template that asks for the answer format: {'; '.join(needs)}")
+    for key, value, why in format_problems(args, module, [t.verifier for t in cfg.rewards], cfg.eval.verifiers):
+        yield _line(key, value, why)
 
 
 def _model_dir_ok(path: str) -> str | None:

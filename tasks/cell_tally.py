@@ -25,8 +25,11 @@ import random
 
 from PIL import Image, ImageDraw
 
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.data.synthetic import draw_cell_shapes, seeded_items
 from mmrlvr.types import Sample
+
+VERIFIERS = ('count',)  # what its samples are scored by (each sample's own verifier)
 
 COLORS = {"red": (220, 40, 40), "blue": (40, 80, 220), "green": (40, 170, 60)}
 NAMES = tuple(COLORS)
@@ -39,6 +42,8 @@ OPENERS = (
 ROW_JOIN = ("Row {r}: {items}.", "In row {r} I see {items}.", "Row {r} has {items}.")
 COUNT_INTRO = ("Counting the {c} ones:", "Now I count the {c} shapes:", "Tallying {c}:")
 CLOSERS = ("So there are {n} {c} shapes.", "That makes {n} in total.", "The count is {n}.")
+
+ANSWER_FORMAT = "End with <answer>number</answer>."
 
 
 def _layout(rng: random.Random, grid: int, min_shapes: int, max_shapes: int) -> tuple:
@@ -73,23 +78,26 @@ def chain(shapes: tuple, grid: int, target: str, rng: random.Random, misread_las
 
 
 def build(split: str, size: int, seed: int, grid: int = 4, min_shapes: int = 3, max_shapes: int = 6,
-          flaw_prob: float = 0.7, eval_size: int = 256) -> list[Sample]:
+          flaw_prob: float = 0.7, eval_size: int = 256, prompt_template: str | None = None,
+          system_prompt: str | None = None) -> list[Sample]:
     """Samples for "train" or "eval"; eval boards are drawn first and excluded from train."""
     if not 2 <= grid <= 8 or not 1 <= min_shapes <= max_shapes <= grid * grid or not 0 <= flaw_prob <= 1:
         raise ValueError(f"cell_tally: need 2 <= grid <= 8, 1 <= min_shapes <= max_shapes <= grid^2 and "
                          f"0 <= flaw_prob <= 1; got grid={grid}, min_shapes={min_shapes}, max_shapes={max_shapes}, "
                          f"flaw_prob={flaw_prob}")
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before drawing
     layouts, rng = seeded_items("cell_tally", split, size, seed,
                                 lambda r: _layout(r, grid, min_shapes, max_shapes), eval_size=eval_size)
     samples = []
     for i, (shapes, target) in enumerate(layouts):
         truth = sum(color == target for _, color, _ in shapes)
         target_text, _ = chain(shapes, grid, target, rng, misread_last_row=rng.random() < flaw_prob)
-        question = (f"How many {target} shapes are on the board? Go through the rows, then count. "
-                    "End with <answer>number</answer>.")
+        ask = f"How many {target} shapes are on the board? Go through the rows, then count."
+        fields = {"question": ask, "answer_format": ANSWER_FORMAT, "color": target, "grid": grid}
+        default = ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": f"{ask} {ANSWER_FORMAT}"}]},)
         samples.append(Sample(
             id=f"cell_tally-{split}-{seed}-{i}",
-            messages=({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]},),
+            messages=task_messages(spec, default, fields),
             reference=truth,
             verifier="count",
             images=(_draw(grid, shapes, rng),),

@@ -26,6 +26,8 @@ from mmrlvr.data.synthetic import png_bytes, seeded_items
 from mmrlvr.types import Sample
 from mmrlvr.verifiers.answer import parse_number
 
+VERIFIERS = ('choice', 'number', 'exact')  # what its samples are scored by (each sample's own verifier)
+
 COLUMNS = {
     "image": ["image", "images", "imgname", "image_path"],
     "question": ["question", "query", "problem"],

@@ -15,13 +15,18 @@ import random
 
 from PIL import Image, ImageDraw
 
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.data.synthetic import draw_cell_shapes
 from mmrlvr.types import Sample
+
+VERIFIERS = ('count',)  # what its samples are scored by (each sample's own verifier)
 
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30)}
 SHAPES = ("circle", "square", "triangle")
 GRID, CELL = 4, 28
-QUESTION = "How many red shapes are in the image? Answer as <answer>N</answer>."
+ASK, ANSWER_FORMAT = "How many red shapes are in the image?", "Answer as <answer>N</answer>."
+QUESTION = f"{ASK} {ANSWER_FORMAT}"
+FIELDS = {"question": ASK, "answer_format": ANSWER_FORMAT, "color": "red"}  # what a prompt_template sees
 
 
 def _draw(cells: list[tuple[int, str, str]], rng: random.Random) -> Image.Image:
@@ -45,7 +50,8 @@ def _teacher(n_red: int, rng: random.Random, flaw_min: int, flaw_prob: float) ->
 
 def build(
     split: str, size: int, seed: int, max_red: int = 5, max_total: int = 9,
-    flaw_min: int = 3, flaw_prob: float = 0.7, eval_size: int = 256,
+    flaw_min: int = 3, flaw_prob: float = 0.7, eval_size: int = 256, prompt_template: str | None = None,
+    system_prompt: str | None = None,
 ) -> list[Sample]:
     """Samples for "train" or "eval"; eval layouts are drawn first and excluded from train.
 
@@ -53,6 +59,8 @@ def build(
     first `size`. The loop sets `eval_size` from `task.eval_size` (`mmrlvr.train.setup.task_args`)
     so both are one number.
     """
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before drawing
+    messages = task_messages(spec, ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]},), FIELDS)
     eval_rng = random.Random(f"counting-eval-{seed}")
     eval_layouts = [_layout(eval_rng, max_red, max_total) for _ in range(eval_size if split == "train" else size)]
     if split == "eval":
@@ -72,7 +80,7 @@ def build(
         samples.append(
             Sample(
                 id=f"counting-{split}-{seed}-{i}",
-                messages=({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]},),
+                messages=messages,
                 reference=n_red,
                 verifier="count",
                 images=(_draw(list(lay), rng),),

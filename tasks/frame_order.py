@@ -12,6 +12,7 @@ Two sources, one task:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import string
 import zlib
@@ -21,8 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from mmrlvr.data.media import VideoRef, decode_video, load_video
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.tasks._policy import renamed
 from mmrlvr.types import Sample
+
+VERIFIERS = ('order',)  # what its samples are scored by (each sample's own verifier)
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov", ".gif")
 SIZE = 56
@@ -49,7 +53,17 @@ class BarSegment:
         return decode_video(out, max_frames=max_frames, max_pixels=max_pixels)
 
 
+def fields(k: int) -> dict:
+    """What a prompt_template sees: the segment count, their labels and the shipped wording."""
+    labels = list(string.ascii_uppercase[:k])
+    example = ", ".join(reversed(labels))
+    return {"k": k, "labels": labels, "example": example,
+            "question": f"These {k} segments of one video are shuffled. Order them by time.",
+            "answer_format": f"Answer as <answer>{example}</answer>."}
+
+
 def _prompt(k: int) -> tuple[dict, ...]:
+    """"A:" <video> "B:" <video> ... then the question; a template replaces only the question."""
     labels = string.ascii_uppercase[:k]
     content = []
     for lab in labels:
@@ -137,13 +151,20 @@ def _from_dir(split: str, size: int, seed: int, k: int, seg_frames: int, video_d
 
 def build(split: str, size: int, seed: int, k: int = 3, seg_frames: int = 2, video_dir: str | None = None,
           holdout_frac: float | None = None, max_pixels: int | None = None, eval_size: int = 256,
-          eval_frac: float | None = None) -> list[Sample]:
+          eval_frac: float | None = None, prompt_template: str | None = None,
+          system_prompt: str | None = None) -> list[Sample]:
     """Samples for "train" or "eval" (synthetic unless `video_dir` is given)."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
     if not 2 <= k <= 26:
         raise ValueError(f"k must be between 2 and 26 segments, got {k}")
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before any video is read
     if video_dir is None:
-        return _synthetic(split, size, seed, k, seg_frames, eval_size)
-    holdout = renamed("frame_order", "holdout_frac", holdout_frac, "eval_frac", eval_frac)  # old name: eval_frac
-    return _from_dir(split, size, seed, k, seg_frames, video_dir, 0.2 if holdout is None else holdout, max_pixels)
+        out = _synthetic(split, size, seed, k, seg_frames, eval_size)
+    else:
+        holdout = renamed("frame_order", "holdout_frac", holdout_frac, "eval_frac", eval_frac)  # old name: eval_frac
+        out = _from_dir(split, size, seed, k, seg_frames, video_dir, 0.2 if holdout is None else holdout, max_pixels)
+    if spec.text is None and spec.system is None:
+        return out
+    messages = task_messages(spec, _prompt(k), fields(k))  # the same for every sample
+    return [dataclasses.replace(s, messages=messages) for s in out]

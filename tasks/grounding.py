@@ -45,6 +45,8 @@ from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
 from mmrlvr.verifiers.grounding import FAMILY_BOX_FORMATS, family_box_format
 
+VERIFIERS = ('iou', 'boxes')  # what its samples are scored by (each sample's own verifier)
+
 COLUMNS = {
     "image": ["image", "images", "filename", "file_name", "imgname", "image_path"],
     "question": ["question", "expression", "sentence", "ref", "referring_expression", "problem", "caption"],

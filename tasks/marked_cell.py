@@ -16,8 +16,11 @@ import random
 
 from PIL import Image, ImageDraw
 
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.data.synthetic import draw_cell_shapes
 from mmrlvr.types import Sample
+
+VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
 
 COLORS = {
     "red": (220, 40, 40), "orange": (240, 140, 30), "yellow": (230, 200, 30),
@@ -26,7 +29,9 @@ COLORS = {
 NAMES = tuple(COLORS)
 SHAPES = ("circle", "square", "triangle")
 CELL = 28
-QUESTION = "What colour is the shape in the black frame? Answer as <answer>colour</answer>."
+ASK, ANSWER_FORMAT = "What colour is the shape in the black frame?", "Answer as <answer>colour</answer>."
+QUESTION = f"{ASK} {ANSWER_FORMAT}"
+FIELDS = {"question": ASK, "answer_format": ANSWER_FORMAT, "options": list(NAMES)}  # what a prompt_template sees
 
 
 def _draw(grid: int, layout: tuple, rng: random.Random) -> Image.Image:
@@ -50,7 +55,7 @@ def _layout(rng: random.Random, grid: int, min_shapes: int, max_shapes: int, dec
 
 def build(
     split: str, size: int, seed: int, grid: int = 6, min_shapes: int = 10, max_shapes: int = 20,
-    decoys: int = 3, eval_size: int = 256,
+    decoys: int = 3, eval_size: int = 256, prompt_template: str | None = None, system_prompt: str | None = None,
 ) -> list[Sample]:
     """Samples for "train" or "eval"; eval boards are drawn first and excluded from train."""
     if not 2 <= grid <= 16 or not 1 <= min_shapes <= max_shapes <= grid * grid or decoys < 0:
@@ -58,6 +63,8 @@ def build(
             f"marked_cell: need 2 <= grid <= 16, 1 <= min_shapes <= max_shapes <= grid^2 and decoys >= 0; "
             f"got grid={grid}, min_shapes={min_shapes}, max_shapes={max_shapes}, decoys={decoys}"
         )
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before drawing
+    messages = task_messages(spec, ({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]},), FIELDS)
     eval_rng = random.Random(f"marked-cell-eval-{seed}")
     n_eval = eval_size if split == "train" else size
     eval_layouts = [_layout(eval_rng, grid, min_shapes, max_shapes, decoys) for _ in range(n_eval)]
@@ -78,7 +85,7 @@ def build(
         samples.append(
             Sample(
                 id=f"marked_cell-{split}-{seed}-{i}",
-                messages=({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QUESTION}]},),
+                messages=messages,
                 reference="ABCDEF"[NAMES.index(color)],
                 verifier="choice",
                 images=(_draw(grid, lay, rng),),

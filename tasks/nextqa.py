@@ -13,12 +13,16 @@ import zlib
 from pathlib import Path
 
 from mmrlvr.data.media import VideoRef
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.jsonl import iter_jsonl
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.types import Sample
 
+VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
+
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov")
 LETTERS = "ABCDE"
+ANSWER_FORMAT = "Answer with the option's letter as <answer>X</answer>."
 DEFAULT_ANNOTATIONS = str(Path(__file__).resolve().parents[1].parent / "shared" / "data" / "video_qa_nextqa" / "val_temporal_sample.jsonl")
 
 
@@ -64,16 +68,20 @@ def teacher_problem(args: dict, model_type: str | None = None) -> str:
 def build(split: str, size: int, seed: int, video_dir: str | None = None, data: str | None = None,
           nframes: int = 16, max_pixels: int | None = None, holdout_frac: float | None = None,
           max_bad_frac: float | None = None, skip_missing: bool = False, annotations: str | None = None,
-          eval_frac: float | None = None) -> list[Sample]:
+          eval_frac: float | None = None, prompt_template: str | None = None,
+          system_prompt: str | None = None) -> list[Sample]:
     """Up to `size` questions of the split whose videos are in `video_dir`.
 
     A bad row (missing video, answer not an index 0-4) is skipped and reported, as image rows are,
     up to `max_bad_frac` (see tasks/_policy.py); with `skip_missing`, rows whose video is not
     under `video_dir` (a partial download) are left out without counting as bad.
     `annotations` and `eval_frac` are the deprecated names of `data` and `holdout_frac`.
+    A row's `prompt` column, else `prompt_template` (fields: question, options, options_text,
+    answer_format, type), replaces the question text.
     """
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before any row is read
     data = renamed("nextqa", "data", data, "annotations", annotations) or DEFAULT_ANNOTATIONS
     holdout = renamed("nextqa", "holdout_frac", holdout_frac, "eval_frac", eval_frac)
     holdout = 0.2 if holdout is None else holdout
@@ -96,10 +104,13 @@ def build(split: str, size: int, seed: int, video_dir: str | None = None, data: 
             raise BadRow(f"answer {row['answer']!r} is not an option index 0-4")
         options = [str(row[f"a{i}"]) for i in range(5)]
         lines = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
-        text = f"{row['question'].strip()}?\n{lines}\nAnswer with the option's letter as <answer>X</answer>."
+        text = f"{row['question'].strip()}?\n{lines}\n{ANSWER_FORMAT}"
+        fields = {"question": f"{row['question'].strip()}?", "options": options, "options_text": lines,
+                  "answer_format": ANSWER_FORMAT, "type": row.get("type")}
+        default = ({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]},)
         return Sample(
             id=f"nextqa-{row.get('qid', n)}-{vid}",
-            messages=({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]},),
+            messages=task_messages(spec, default, fields, row.get("prompt")),
             reference=LETTERS[answer], verifier="choice",
             videos=(VideoRef(str(videos[vid]), nframes=nframes, max_pixels=max_pixels),),
             meta={"options": options, "type": row.get("type"), "source": f"{data}:{n}"},

@@ -14,12 +14,15 @@ from pathlib import Path
 
 from mmrlvr.data.frame_times import container_duration
 from mmrlvr.data.media import VideoRef
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.tasks.nextqa import read_rows
 from mmrlvr.types import Sample
 
-QUESTION = ("When does this happen in the video: \"{query}\"? Answer with the start and end time in "
-            "seconds as <answer>[start, end]</answer>.")
+VERIFIERS = ('tiou',)  # what its samples are scored by (each sample's own verifier)
+
+ANSWER_FORMAT = "Answer with the start and end time in seconds as <answer>[start, end]</answer>."
+QUESTION = "When does this happen in the video: \"{query}\"? " + ANSWER_FORMAT
 END_SLACK_S = 0.1
 """A segment may end this far after the clip's declared duration (annotations rounded to 0.1 s)."""
 
@@ -32,13 +35,16 @@ def teacher_problem(args: dict, model_type: str | None = None) -> str:
 def build(split: str, size: int, seed: int, data: str | None = None, video_dir: str | None = None,
           fps: float = 2.0, max_frames: int = 32, max_pixels: int | None = None, holdout_frac: float | None = None,
           max_bad_frac: float | None = None, annotations: str | None = None,
-          eval_frac: float | None = None) -> list[Sample]:
+          eval_frac: float | None = None, prompt_template: str | None = None,
+          system_prompt: str | None = None) -> list[Sample]:
     """Up to `size` rows of the split; a missing video or a bad segment (one ending after the
     clip's header duration, which could never score) is a bad row (file, row), skipped and
-    reported up to `max_bad_frac` (tasks/_policy.py). `annotations` and `eval_frac`
-    are the deprecated names of `data` and `holdout_frac`."""
+    reported up to `max_bad_frac` (tasks/_policy.py). `annotations` and `eval_frac` are the
+    deprecated names of `data` and `holdout_frac`. A row's `prompt` column, else
+    `prompt_template` (fields: query, question, answer_format), replaces the question text."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before any row is read
     data = renamed("temporal_grounding", "data", data, "annotations", annotations)
     holdout = renamed("temporal_grounding", "holdout_frac", holdout_frac, "eval_frac", eval_frac)
     holdout = 0.2 if holdout is None else holdout
@@ -64,7 +70,9 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
             raise BadRow(f"field 'timestamp': segment {list(seg)} ends after the clip's {durations[path]:.2f} s ({path})")
         return Sample(
             id=f"grounding-{n}-{path.stem}",
-            messages=({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION.format(query=query.strip())}]},),
+            messages=task_messages(spec, ({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION.format(query=query.strip())}]},),
+                                   {"query": query.strip(), "question": f"When does this happen in the video: \"{query.strip()}\"?",
+                                    "answer_format": ANSWER_FORMAT}, row.get("prompt")),
             reference=[float(seg[0]), float(seg[1])], verifier="tiou",
             videos=(VideoRef(str(path), fps=fps, max_frames=max_frames, max_pixels=max_pixels),),
             meta={"source": f"{data}:{n}"},

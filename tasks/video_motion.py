@@ -18,12 +18,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from mmrlvr.data.media import DEFAULT_FPS
+from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.types import Sample
+
+VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
 
 DIRECTIONS = ("left", "right", "up", "down")
 STEP = {"left": (0, -1), "right": (0, 1), "up": (-1, 0), "down": (1, 0)}
 SIZE, SQUARE = 56, 20
-QUESTION = "Which way does the red square move: left, right, up or down? Answer as <answer>direction</answer>."
+ASK, ANSWER_FORMAT = "Which way does the red square move: left, right, up or down?", "Answer as <answer>direction</answer>."
+QUESTION = f"{ASK} {ANSWER_FORMAT}"
+FIELDS = {"question": ASK, "answer_format": ANSWER_FORMAT, "options": list(DIRECTIONS)}  # what a prompt_template sees
 
 
 @dataclass(frozen=True)
@@ -67,10 +72,12 @@ def _clip(rng: random.Random, frames: int) -> MovingSquare:
 
 
 def build(split: str, size: int, seed: int, frames: int = 4, flaw_prob: float = 0.7,
-          eval_size: int = 256) -> list[Sample]:
+          eval_size: int = 256, prompt_template: str | None = None, system_prompt: str | None = None) -> list[Sample]:
     """Samples for "train" or "eval"; eval clips are drawn first and never appear in train."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
+    spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before drawing
+    messages = task_messages(spec, ({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION}]},), FIELDS)
     eval_rng = random.Random(f"video_motion-eval-{seed}")
     held = [_clip(eval_rng, frames) for _ in range(size if split == "eval" else eval_size)]
     if split == "eval":
@@ -86,7 +93,7 @@ def build(split: str, size: int, seed: int, frames: int = 4, flaw_prob: float = 
         teacher = "down" if clip.direction == "up" and rng.random() < flaw_prob else clip.direction
         samples.append(Sample(
             id=f"video_motion-{split}-{seed}-{i}",
-            messages=({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": QUESTION}]},),
+            messages=messages,
             reference="ABCD"[DIRECTIONS.index(clip.direction)],
             verifier="choice",
             videos=(clip,),

@@ -160,3 +160,23 @@ def example_fields(sample) -> dict:
     if isinstance(ref, str) and len(ref) == 1 and options and "A" <= ref <= "J" and ord(ref) - 65 < len(options):
         ref = f"{ref} ({options[ord(ref) - 65]})"
     return {"prompt_text": prompt_text(sample), "reference": ref}
+
+
+def task_messages(spec: PromptSpec, default: tuple[dict, ...], fields: dict, prompt: str | None = None) -> tuple[dict, ...]:
+    """A task's shipped messages with the user's wording: the `prompt` column or the rendered
+    template replaces the user turn's question (its last text part); image/video slots stay where
+    the task puts them. With neither, `default` is returned as is (plus the system turn)."""
+    text = prompt.strip() if isinstance(prompt, str) and prompt.strip() else (spec.render(fields) if spec.text is not None else None)
+    messages = default
+    if text is not None:
+        *head, user = default
+        content = list(user["content"])
+        last = max((i for i, c in enumerate(content) if c.get("type") == "text"), default=None)
+        if last is None:
+            content.append({"type": "text", "text": text})
+        else:
+            content[last] = {"type": "text", "text": text}
+        messages = (*head, {**user, "content": content})
+    if spec.system:
+        messages = ({"role": "system", "content": [{"type": "text", "text": spec.system}]}, *messages)
+    return messages
