@@ -10,7 +10,8 @@ lands nowhere would otherwise leave vLLM sampling from stale weights), and so th
 has a CPU test. Mirrors vLLM's `vllm/model_executor/models/qwen2_vl.py`, `qwen2_5_vl.py`,
 `qwen3_vl.py`, `gemma3_mm.py`, `idefics3.py` and `llava_onevision.py` (`hf_to_vllm_mapper`,
 `packed_modules_mapping`, vision `stacked_params_mapping`; SigLIP and Idefics3 vision attention
-pack q/k/v into `qkv_proj` in vLLM).
+pack q/k/v into `qkv_proj` in vLLM). Checked against a real vLLM 0.32 on CPU for every family but
+gemma3 (which vLLM does not start on the tiny build): `tests/rollout/test_vllm_families.py`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ _PREFIXES = {"qwen2_vl": _QWEN_PREFIXES, "qwen2_5_vl": _QWEN_PREFIXES, "qwen3_vl
              "idefics3": (("model.", "model."), ("lm_head.", "lm_head."))}
 _LANGUAGE = {"idefics3": ("model.text_model.", "lm_head.")}  # else language_model.*
 _LM_HEADS = ("language_model.lm_head.", "lm_head.")
+# vLLM names it never builds: LLaVA-OneVision reads the SigLIP tower's hidden states before its
+# final norm, so vLLM's SiglipVisionModel is made without post_layernorm and drops its weights
+_DROPPED = {"llava_onevision": ("vision_tower.vision_model.post_layernorm.",)}
 
 # fused parameters in vLLM: (regex on the vLLM name, fused module, shard id)
 _TEXT_PACKED = (
@@ -96,12 +100,28 @@ def vllm_param_name(name: str, model_type: str, tie_word_embeddings: bool = Fals
         raise ValueError(f"parameter {name!r} has no vLLM counterpart for {model_type}")
     if tie_word_embeddings and name.startswith(_LM_HEADS):
         return None  # vLLM ties lm_head to embed_tokens and skips the duplicate
+    if name.startswith(_DROPPED.get(fam, ())):
+        return None
     language = name.startswith(_LANGUAGE.get(fam, ("language_model.",)))
     packed = _TEXT_PACKED if language else _VISION_PACKED[fam]
     for pattern, fused, shard in packed:
         if re.search(pattern, name):
             return re.sub(pattern, fused, name), shard
     return name, None
+
+
+# vLLM's SiglipVisionModel keeps the `vision_model` level that transformers 5.x drops; its gemma3_mm
+# / llava_onevision mappers only strip `model.`, so a synced tower weight needs the level put back
+# (else vLLM 0.32 raises "There is no module or parameter named 'vision_tower.embeddings'")
+_SIGLIP_TOWER = {"gemma3": "model.vision_tower.", "llava_onevision": "model.vision_tower."}
+
+
+def vllm_checkpoint_name(name: str, model_type: str) -> str:
+    """A checkpoint name as vLLM's `load_weights` accepts it: the SigLIP tower's `vision_model.` restored."""
+    tower = _SIGLIP_TOWER.get(model_type.removesuffix("_text"))
+    if tower and name.startswith(tower) and not name.startswith(tower + "vision_model."):
+        return tower + "vision_model." + name[len(tower):]
+    return name
 
 
 def sync_pairs(model) -> list[tuple[str, object]]:
@@ -111,6 +131,7 @@ def sync_pairs(model) -> list[tuple[str, object]]:
     so vLLM samples from base + adapter exactly as the learner's forward computes it.
     """
     inner = unwrap(model)
+    model_type = getattr(getattr(inner, "config", None), "model_type", "")
     merged = hasattr(inner, "merge_adapter")
     if merged:
         inner.merge_adapter()
@@ -122,7 +143,7 @@ def sync_pairs(model) -> list[tuple[str, object]]:
                 continue
             if hasattr(tensor, "full_tensor"):  # FSDP2 shard: gather (every rank calls sync)
                 tensor = tensor.full_tensor()
-            pairs.append((ck, tensor.detach().clone() if merged else tensor.detach()))
+            pairs.append((vllm_checkpoint_name(ck, model_type), tensor.detach().clone() if merged else tensor.detach()))
         return pairs
     finally:
         if merged:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from mmrlvr.rollout.weight_names import vllm_param_name
+from mmrlvr.rollout.weight_names import sync_pairs, vllm_checkpoint_name, vllm_param_name
 
 
 def _mapped(model, model_type):
@@ -34,7 +34,9 @@ def test_llava_style_families_map_onto_vllm_modules(model_type, family_policy):
         "vision_tower.vision_model.encoder.layers.0.self_attn.qkv_proj.bias", "v")
     assert m["model.vision_tower.encoder.layers.0.mlp.fc1.weight"] == (
         "vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", None)
-    assert m["model.vision_tower.post_layernorm.weight"] == ("vision_tower.vision_model.post_layernorm.weight", None)
+    # vLLM's LLaVA-OneVision reads the tower before its final norm and builds no post_layernorm
+    post = ("vision_tower.vision_model.post_layernorm.weight", None) if model_type == "gemma3" else None
+    assert m["model.vision_tower.post_layernorm.weight"] == post
     # the released checkpoints' own naming lands on the same parameter
     assert vllm_param_name("model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight", model_type) == (
         "vision_tower.vision_model.encoder.layers.0.self_attn.qkv_proj.weight", "q")
@@ -58,3 +60,26 @@ def test_idefics3_keeps_transformers_layout(family_policy):
     assert m["model.connector.modality_projection.proj.weight"] == ("model.connector.modality_projection.proj.weight", None)
     assert m["lm_head.weight"] == ("lm_head.weight", None)
     assert vllm_param_name("lm_head.weight", "idefics3", tie_word_embeddings=True) is None
+
+
+@pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision", "idefics3"])
+def test_synced_names_are_what_vllm_loads(model_type, family_policy):
+    """vLLM 0.32's gemma3_mm / llava_onevision mappers only strip `model.` from the tower's names,
+    so the synced SigLIP names carry `vision_model.` again (else: "There is no module or parameter
+    named 'vision_tower.embeddings'"); everything else goes as transformers names it."""
+    model, _ = family_policy(model_type)
+    names = [n for n, _ in sync_pairs(model)]
+    plain = list(model.state_dict())
+    assert len(names) == len(plain)
+    if model_type == "idefics3":  # vLLM keeps transformers' Idefics3 layout
+        assert names == plain
+        return
+    moved = {p: n for p, n in zip(plain, names) if p != n}
+    assert moved and all(p.startswith("model.vision_tower.") for p in moved)
+    assert moved["model.vision_tower.embeddings.patch_embedding.weight"] == (
+        "model.vision_tower.vision_model.embeddings.patch_embedding.weight")
+    # a released checkpoint's name is left alone, and the name still maps onto vLLM's parameter
+    released = "model.vision_tower.vision_model.encoder.layers.0.mlp.fc1.bias"
+    assert vllm_checkpoint_name(released, model_type) == released
+    assert vllm_param_name(moved["model.vision_tower.encoder.layers.0.mlp.fc1.bias"], model_type) == (
+        "vision_tower.vision_model.encoder.layers.0.mlp.fc1.bias", None)
