@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
     # settings and plain records every layer reads
-    {"types", "config", "config_docs", "config_efficiency", "config_limits", "registry", "jsonl"},
+    {"types", "config", "config_efficiency", "config_limits", "registry", "jsonl"},
     # data in, models, verifiers, RL math: none knows about training
     {"data", "models", "verifiers", "algos"},
     # task definitions (built from data + verifiers); viz draws what the layers below produce
@@ -23,7 +23,8 @@ LAYERS = [
     {"rollout"},
     {"validate"},  # checks a whole config (tasks, verifiers, algos) before training
     {"train"},
-    {"api", "cli"},
+    # the user-facing edge; config_docs renders `mmrlvr config --show`, task arguments included
+    {"api", "cli", "config_docs"},
     {"__init__"},  # the package itself re-exports the api
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}
