@@ -12,35 +12,10 @@ import inspect
 import math
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
 from mmrlvr.config import Config, ConfigError
-
-
-class Rule(NamedTuple):
-    key: str  # dotted config key; "algo.*" keys are checked after the preset fills them
-    ok: Callable[[Any], bool]  # True when the value is allowed (None always is: "unset")
-    allowed: str  # what is allowed, said to the user
-
-
-def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def at_least(lo: float) -> Callable[[Any], bool]:
-    return lambda v: _num(v) and v >= lo
-
-
-def above(lo: float) -> Callable[[Any], bool]:
-    return lambda v: _num(v) and v > lo
-
-
-def one_of(*names: str) -> Callable[[Any], bool]:
-    return lambda v: v in names
-
-
-def finite(v) -> bool:
-    return _num(v)
+from mmrlvr.validate_rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -131,18 +106,6 @@ RULES: list[Rule] = [
     Rule("sample_efficiency.demos.anneal_steps", at_least(1), "an integer >= 1 (or null: train.steps)"),
     Rule("sample_efficiency.demos.k", at_least(1), "an integer >= 1"),
 ]
-
-
-def _get(cfg: Any, key: str) -> Any:
-    for part in key.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
-def _line(key: str, value: Any, allowed: str) -> str:
-    from mmrlvr.config import short
-
-    return f"{key}={short(value)}: {allowed}"  # a huge value is cut, never printed whole
 
 
 def _check_rules(cfg: Config) -> Iterable[str]:

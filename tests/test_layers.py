@@ -21,7 +21,7 @@ LAYERS = [
     # (a leaf for notebooks: it never imports training code)
     {"tasks", "viz"},
     {"rollout"},
-    {"validate"},  # checks a whole config (tasks, verifiers, algos) before training
+    {"validate", "validate_rules"},  # checks a whole config (tasks, verifiers, algos) before training
     {"train"},
     # the user-facing edge; config_docs renders `mmrlvr config --show`, task arguments included
     {"api", "cli", "config_docs"},

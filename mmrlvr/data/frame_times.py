@@ -63,7 +63,7 @@ def sample_indices_by_time(
     seconds for `fps`). The sampled fps is `n / span * video_fps` as for a constant rate, so the
     processor's temporal position ids see the same average spacing.
     """
-    from mmrlvr.data.video import DEFAULT_FPS, _cap, _even  # the same count rules as a constant rate
+    from mmrlvr.data.video import frame_count  # the same count rule as a constant rate
 
     if nframes is not None and fps is not None:
         raise ValueError("give nframes or fps, not both")
@@ -78,16 +78,7 @@ def sample_indices_by_time(
         raise ValueError(f"empty time range [{start}, {end}] s of a {t[-1]:.2f} s clip")
     span = last - first + 1
     seconds = (t[last] - t[first]) * span / max(1, span - 1) if span > 1 else 1.0 / video_fps
-    if nframes is not None:
-        if nframes < 1:
-            raise ValueError(f"nframes must be >= 1, got {nframes}")
-        n = _even(nframes, up=True)
-    else:
-        rate = DEFAULT_FPS if fps is None else fps
-        if not rate > 0:
-            raise ValueError(f"fps must be > 0, got {fps}")
-        n = _even(min(seconds * rate, span), up=False)
-    n = _cap(n, max_frames)
+    n = frame_count(nframes, fps, seconds, span, max_frames)
     targets = np.linspace(t[first], t[last], n)
     right = np.clip(np.searchsorted(t, targets), first, last)
     left = np.clip(right - 1, first, last)

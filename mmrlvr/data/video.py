@@ -65,6 +65,15 @@ def sample_indices(
     if first > last:
         raise ValueError(f"empty time range [{start}, {end}] s of a {total_frames / video_fps:.2f} s clip")
     span = last - first + 1
+    n = frame_count(nframes, fps, span / video_fps, span, max_frames)
+    idx = np.linspace(first, last, n).round().astype(int).tolist()
+    return idx, n / span * video_fps, span
+
+
+def frame_count(nframes: int | None, fps: float | None, seconds: float, span: int, max_frames: int | None) -> int:
+    """How many frames to sample from `span` frames lasting `seconds`: `nframes` rounded up to even,
+    else `fps` (default DEFAULT_FPS) over the range rounded down to even, capped by `max_frames`.
+    One rule for constant- and variable-rate clips."""
     if nframes is not None:
         if nframes < 1:
             raise ValueError(f"nframes must be >= 1, got {nframes}")
@@ -73,10 +82,8 @@ def sample_indices(
         rate = DEFAULT_FPS if fps is None else fps
         if not rate > 0:
             raise ValueError(f"fps must be > 0, got {fps}")
-        n = _even(min(span / video_fps * rate, span), up=False)
-    n = _cap(n, max_frames)
-    idx = np.linspace(first, last, n).round().astype(int).tolist()
-    return idx, n / span * video_fps, span
+        n = _even(min(seconds * rate, span), up=False)
+    return _cap(n, max_frames)
 
 
 def _cap(n: int, max_frames: int | None) -> int:
