@@ -1,0 +1,108 @@
+"""Regenerate the PNGs in docs/figures/ from short runs of the embedded tiny model (CPU, ~5 minutes).
+
+    python docs/make_figures.py [--out docs/figures] [--work runs/docs-figures]
+
+Two runs, drawn with `mmrlvr.viz` (nothing is drawn by hand):
+- counting (configs/quickstart.yaml, shortened): `curves.png` (reward, share of mixed groups and
+  held-out accuracy per step) and `token_roles.png` (one logging step's completions token by token:
+  perception/reasoning labels and weights);
+- grounding (configs/grounding_tiny.yaml, warm start only): `boxes.png` (the model's greedy boxes,
+  red, against the references, green, labelled with the `iou` verifier's IoU).
+Each PNG is checked to be under 200 KB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 200_000  # bytes per PNG
+
+
+def _train(config: str, out: Path, overrides: list[str]) -> Path:
+    from mmrlvr.config import load_config
+    from mmrlvr.train.loop import train
+
+    cfg = load_config(ROOT / config, [f"output_dir={out}", "train.resume=false", *overrides])
+    train(cfg)
+    return out
+
+
+def counting_figures(work: Path, figures: Path) -> list[Path]:
+    from mmrlvr.viz.curves import plot_curves
+    from mmrlvr.viz.figure import save_figure
+
+    run = _train("configs/quickstart.yaml", work / "counting",
+                 ["train.steps=40", "train.log_every=10", "train.save_every=0", "train.eval_every=10",
+                  "task.eval_size=128", "token_weighting.method=tor"])
+    fig = plot_curves({"quickstart (40 RL steps)": run},
+                      metrics=["reward/mean", "rollout/mixed_group_frac", "eval/*/accuracy"], window=5,
+                      title="tiny Qwen2.5-VL counting red shapes: GRPO after a flawed warm start")
+    return [save_figure(fig, figures / "curves.png", dpi=90), token_roles_figure(run, figures)]
+
+
+def token_roles_figure(run: Path, figures: Path) -> Path:
+    """The newest logging step's completions, one per distinct text (up to 3), token by token."""
+    from mmrlvr.viz.figure import save_figure
+    from mmrlvr.viz.tokens import plot_token_roles, read_token_roles
+
+    records, seen = [], set()
+    for rec in read_token_roles(run, step=None):
+        if tuple(rec["tokens"]) not in seen:
+            seen.add(tuple(rec["tokens"]))
+            records.append(rec)
+    fig = plot_token_roles(records[:3], title="token roles (tor weighting): label = colour, weight = shade")
+    return save_figure(fig, figures / "token_roles.png", dpi=110)
+
+
+def boxes_figure(work: Path, figures: Path) -> list[Path]:
+    from mmrlvr.config import load_config
+    from mmrlvr.tasks import load_task
+    from mmrlvr.train.eval_cli import run_eval
+    from mmrlvr.train.setup import task_args
+    from mmrlvr.viz.boxes import plot_grounding
+    from mmrlvr.viz.figure import save_figure
+
+    overrides = ["train.steps=1", "train.save_every=1", "task.eval_size=8", "rollout.prompts_per_step=2"]
+    run = _train("configs/grounding_tiny.yaml", work / "grounding", overrides)
+    cfg = load_config(ROOT / "configs/grounding_tiny.yaml", [f"output_dir={run}", *overrides])
+    report = run_eval(cfg, str(run / "checkpoints" / "step_1"))
+    samples = {s.id: s for s in load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **task_args(cfg))}
+    items = [(samples[e["id"]].images[0], e["completion"], samples[e["id"]].reference, samples[e["id"]].meta)
+             for e in report["examples"][:4]]
+    fig = plot_grounding(items, title="tiny model after a 300-step warm start: green reference, red prediction")
+    return [save_figure(fig, figures / "boxes.png", dpi=90)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "docs" / "figures"))
+    parser.add_argument("--work", default=str(ROOT / "runs" / "docs-figures"))
+    parser.add_argument("--only", choices=["counting", "boxes"], help="regenerate one group")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    figures, work = Path(args.out), Path(args.work)
+    figures.mkdir(parents=True, exist_ok=True)
+    paths = []
+    if args.only in (None, "counting"):
+        paths += counting_figures(work, figures)
+    if args.only in (None, "boxes"):
+        paths += boxes_figure(work, figures)
+    sizes = {p.name: p.stat().st_size for p in map(Path, paths)}
+    print(json.dumps(sizes, indent=1))
+    big = [n for n, s in sizes.items() if s > LIMIT]
+    if big:
+        print(f"make_figures: over {LIMIT} bytes: {', '.join(big)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    sys.exit(main())
