@@ -31,6 +31,12 @@ def gen_metrics():
     return load_docs_module("gen_metrics")
 
 
+_PAGES: dict[str, str] = {}
+
+
 def page(gen_reference, rel: str) -> str:
-    """A docs page as the site shows it: markers replaced by their generated blocks."""
-    return gen_reference.expand((DOCS / rel).read_text(encoding="utf-8"))
+    """A docs page as the site shows it: markers replaced by their generated blocks (rendered once
+    per session: the code does not change while the tests run)."""
+    if rel not in _PAGES:
+        _PAGES[rel] = gen_reference.expand((DOCS / rel).read_text(encoding="utf-8"))
+    return _PAGES[rel]
