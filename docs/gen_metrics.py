@@ -1,0 +1,127 @@
+"""The metrics the training loop logs: names read from the code, meanings written beside them.
+
+`code_metric_names()` walks the modules that produce metrics (train, algos, data, rollout,
+verifiers) and collects every string or f-string shaped like `family/name` (an f-string's `{x}`
+becomes `<x>`). `METRICS` says what each name means. `tests/docs/test_metrics_reference.py` fails
+when the code logs a name `METRICS` does not cover, when `METRICS` lists a name the code no longer
+has, and when a real tiny run logs a key that no documented name matches.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCERS = ("mmrlvr/train", "mmrlvr/algos", "mmrlvr/data", "mmrlvr/rollout", "mmrlvr/verifiers")
+# prefixes of internal keys that are never logged: the all-reduce of the learner's statistics
+INTERNAL = ("s/", "w/")
+SHAPE = re.compile(r"[a-z_]+/[A-Za-z0-9_<>*]*(/[A-Za-z0-9_<>*]+)*")
+
+# (name or pattern, what it is). `<x>` stands for one path segment; the families come in the order
+# a person reads a step: reward, rollout, update, time, then the optional features.
+METRICS: list[tuple[str, str]] = [
+    ("reward/mean", "mean total reward (the weighted sum of the reward terms) over the step's scored completions"),
+    ("reward/<name>", "mean score of one reward term (its verifier's name), before weighting"),
+    ("reward/<name>/<k>", "mean of one part of a term's verdicts (`Verdict.parts`, e.g. `reward/iou/iou`)"),
+    ("rollout/mixed_group_frac", "share of groups whose rewards are not all equal: only these carry a GRPO signal"),
+    ("rollout/dropped_groups", "groups dynamic sampling dropped this step (all rewards equal)"),
+    ("rollout/rounds", "sampling rounds it took to fill the batch (more than 1 only with dynamic sampling)"),
+    ("rollout/tokens_per_s", "sampled completion tokens per second of generation"),
+    ("rollout/mean_length", "mean completion length in tokens"),
+    ("rollout/truncated_frac", "share of completions cut at `rollout.max_new_tokens`"),
+    ("verifier/failed_frac", "share of the step's verdicts where the verifier itself failed (raised, hung, returned no usable score)"),
+    ("loss/policy", "the policy-gradient loss of the update, averaged over optimizer steps"),
+    ("loss/kl", "the KL penalty term (0 without `algo.kl_coef`)"),
+    ("actor/<k>", "per-token means of the loss's statistics, one key each (listed below)"),
+    ("actor/clip_frac", "share of tokens whose ratio was clipped (low + high)"),
+    ("actor/clip_frac_low", "share of tokens clipped below 1 - `algo.clip_low` (negative advantage)"),
+    ("actor/clip_frac_high", "share of tokens clipped above 1 + `algo.clip_high` (positive advantage)"),
+    ("actor/approx_kl", "k3 estimate of KL(old policy, new policy) over the update"),
+    ("actor/ratio_mean", "mean importance ratio new / old"),
+    ("actor/entropy", "mean token entropy of the policy on the sampled completions"),
+    ("actor/grad_norm", "gradient norm before clipping, averaged over optimizer steps"),
+    ("actor/lr", "the learning rate this step used (after warm-up and schedule)"),
+    ("actor/updated_seqs_frac", "share of sequences that took part in an update (after filtering)"),
+    ("rollout_correction/<k>", "sampler-vs-learner drift when `algo.rollout_correction` is on: `kl_k1`, `kl_k3`, `weight_mean`, `capped_frac`"),
+    ("rollout_correction/ppl_<who>", "perplexity of the sampled tokens under the learner and under the sampler"),
+    ("time/step", "seconds of the whole step"),
+    ("time/rollout", "seconds sampling completions"),
+    ("time/score", "seconds scoring them with the verifiers"),
+    ("time/update", "seconds of the policy update"),
+    ("time/token_signals", "seconds computing per-token signals (token weighting)"),
+    ("data/bad_media", "samples dropped this step because their image or video failed to decode"),
+    ("eval/<task>/<name>", "held-out evaluation (step 0: before RL; the last step: after): `accuracy`, `reward`, the headline metric of each verifier and its parts"),
+    ("tokens/weight_mean", "mean token weight (token weighting)"),
+    ("tokens/visual_dependency", "mean visual dependency of the tokens (how much the image changes each token's log-probability)"),
+    ("tokens/dependent_frac", "share of tokens whose visual dependency exceeds the threshold"),
+    ("tokens/<name>_frac", "share of tokens labelled `perception`, `reasoning`, `both` or `other`"),
+    ("tokens/weight_<name>", "mean weight of the tokens with that label"),
+    ("temporal/ordered_acc", "accuracy of the group on frames in order (temporal contrast)"),
+    ("temporal/shuffled_acc", "accuracy of the same prompts on shuffled frames"),
+    ("temporal/bonus_frac", "share of completions that received the temporal bonus"),
+    ("temporal/bonus_mean", "mean temporal bonus"),
+    ("replay/frac", "share of this step's prompts that are replays (prompt replay)"),
+    ("replay/queue", "prompts waiting in the replay queue"),
+    ("replay/mean_reuse", "mean reuse count of this step's replays (0 when none)"),
+    ("dbb/prompts", "prompts with a posterior (DBB advantages)"),
+    ("dbb/mean_p", "their mean posterior pass rate"),
+    ("demos/frac", "share of completions that are demonstrations"),
+]
+
+
+def _as_text(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else f"<{ast.unparse(v.value)}>" for v in node.values)
+    return None
+
+
+def code_metric_names(root: Path = ROOT) -> dict[str, list[str]]:
+    """name (f-string fields as `<x>`) -> files that write it, for every `family/name` string in the
+    producing modules; bare prefixes (`"time/"`, used in `startswith`) and internal keys are left out."""
+    found: dict[str, set[str]] = {}
+    for folder in PRODUCERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                s = _as_text(node)
+                if s is None or not SHAPE.fullmatch(s) or s.endswith(("/", "_")) or s.startswith(INTERNAL):
+                    continue
+                found.setdefault(s, set()).add(str(path.relative_to(root)))
+    return {k: sorted(v) for k, v in sorted(found.items())}
+
+
+def _pattern(name: str) -> str:
+    """`eval/<task>/<name>` -> `eval/*/*`, for fnmatch."""
+    return re.sub(r"<[^>]*>", "*", name)
+
+
+def documented(name: str) -> str | None:
+    """The METRICS entry that covers a logged key or a code name (exact first, then patterns)."""
+    for doc, _ in METRICS:
+        if doc == name or _pattern(doc) == _pattern(name):
+            return doc
+    literal = "<" not in name
+    for doc, _ in METRICS:
+        if literal and fnmatch.fnmatchcase(name, _pattern(doc)) and "/" in name:
+            if name.count("/") == doc.count("/"):
+                return doc
+    return None
+
+
+def render_metrics() -> str:
+    code = code_metric_names()
+    by_doc: dict[str, list[str]] = {}
+    for name, files in code.items():
+        doc = documented(name)
+        if doc is not None:
+            by_doc.setdefault(doc, []).extend(files)
+    out = ["| name | what it is | written by |", "|---|---|---|"]
+    for name, what in METRICS:
+        files = sorted(set(by_doc.get(name, [])))
+        where = ", ".join(f"`{f}`" for f in files) or "(logged under a pattern above)"
+        out.append(f"| `{name}` | {what} | {where} |")
+    return "\n".join(out) + "\n"
