@@ -1,5 +1,5 @@
 """Each synthetic `configs/<task>_tiny.yaml` trained end to end for several seeds: held-out accuracy
-before and after RL (mean IoU for grounding) and wall time, as the README's table.
+before and after RL (mean IoU for grounding) and wall time, as the table in docs/results/tiny-tasks.md.
 
     python benchmarks/tiny_tasks.py [--tasks geometry,chart,grounding] [--seeds 0,1,2] [--parallel 2]
     python benchmarks/tiny_tasks.py --collect runs/bench_tiny_tasks     # only re-read finished runs

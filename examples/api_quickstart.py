@@ -2,7 +2,7 @@
 
 Run: `python examples/api_quickstart.py [output_dir]` (about 20 s on a 2-core CPU; CI runs it).
 The tiny embedded model only shows the data path working end to end; it does not learn to read
-these pictures in a few steps (see the README's "What the tiny model can and cannot learn").
+these pictures in a few steps (see "What the tiny model cannot learn" in docs/tutorials/first-gpu-model.md).
 """
 
 from __future__ import annotations

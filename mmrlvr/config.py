@@ -25,7 +25,7 @@ class ModelConfig:
     path: str = "tiny"
     """A local directory or hub name for AutoModelForImageTextToText; "tiny" = the embedded default
     (a tiny Qwen2.5-VL); "tiny:<model_type>" = a tiny random model of that family built offline
-    (qwen2_5_vl, qwen2_vl, qwen3_vl, gemma3, idefics3, llava_onevision; README "Model families")."""
+    (qwen2_5_vl, qwen2_vl, qwen3_vl, gemma3, idefics3, llava_onevision; docs/how-to/model-families.md)."""
     dtype: str = "float32"
     """float32 on CPU; bfloat16 on GPUs."""
     attn_implementation: str = "sdpa"

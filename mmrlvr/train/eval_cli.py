@@ -23,7 +23,7 @@ from mmrlvr.verifiers.score import make_scorer
 
 
 def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1) -> dict:
-    """Evaluate `checkpoint` on the task's split; the report's fields are listed in README.md."""
+    """Evaluate `checkpoint` on the task's split; the report's fields are listed in docs/how-to/evaluation.md."""
     validate_config(cfg)
     checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading
     accelerator = set_threads_and_seed(cfg)

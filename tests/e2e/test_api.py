@@ -1,4 +1,4 @@
-"""`mmrlvr.run` from Python: the README's runnable example, in-memory data, reward callables."""
+"""`mmrlvr.run` from Python: the runnable example of docs/how-to/your-verifier.md, in-memory data, reward callables."""
 
 import importlib.util
 import json

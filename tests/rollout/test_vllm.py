@@ -116,7 +116,7 @@ def test_videos_reach_vllm_as_the_learner_sees_them(setup, tmp_path):
     # 12 frames at 6 fps, sampled at 3 fps: 6, capped to 4 (sampled fps 2, 1 s per temporal patch).
     # 112x112 frames: a 4x4 merged grid, whose spatial extent (4) covers the temporal one (2 patches
     # x 1 s x tokens_per_second 2): transformers 5.x and vLLM place the text after a video
-    # differently when the temporal extent is the larger (see README), which this test avoids.
+    # differently when the temporal extent is the larger (see docs/how-to/vllm.md), which this test avoids.
     ref = VideoRef(_clip(tmp_path / "c.mp4"), fps=3.0)
     plain = Sample("v", msgs, 0, videos=(ref,))
     decoded = decode_sample(plain, processor.video_limits)  # what the training loop's prefetch hands over
