@@ -124,7 +124,10 @@ class PendingWeighting:
     `finish(logprobs, entropy)` takes their (len(rows), T) clean log-probs and entropies
     (detached), runs the corrupted forward if the method needs visual dependency, and returns the
     batch's (N, T) weights; the whole `TokenWeighting` is then `result`. The numbers are those
-    of `weigh_tokens` without sharing: the same rows, seed, temperature and chunks."""
+    of `weigh_tokens` without sharing: the same rows, seed, temperature and chunks. One
+    difference, in metrics only: a row whose weights are all 0 (vppo_beta_min 0, tor_other 0)
+    is known to be 0 only after the forward, so it stays in it and counts in
+    `actor/updated_seqs_frac` and `actor/entropy` (it adds 0 to the loss either way)."""
 
     def __init__(self, model, batch, rows, needs, cfg, algo, suppress, step, fill):
         self.model, self.batch, self.rows, self.needs = model, batch, rows, needs
