@@ -204,8 +204,9 @@ class Learner:
         """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
         `grad_accum` micro-batches, then one LR-schedule step. advantages (N, 1); token_weights
         (N, T) multiply them per token, or a `token_roles.PendingWeighting` (one-forward updates
-        only) that computes them from this update's forward before the loss. Sequences with zero advantage (and no KL/entropy term) are
-        skipped in the forward: they add nothing to the gradient, only to the denominator, kept."""
+        only) that computes them from this update's forward before the loss. Sequences with zero
+        advantage (and no KL/entropy term) are skipped in the forward: they add nothing to the
+        gradient, only to the denominator, kept."""
         algo, world = self.algo, rank_world()[1]
         lr = self.optimizer.param_groups[0]["lr"]  # the rate this update uses
         tg = self._targets(batch, advantages, token_weights)
