@@ -34,6 +34,7 @@ TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/algos/temporal.
                         "mmrlvr/train/token_roles.py")
 VER = ["tests/verifiers/test_edge_cases.py", "tests/verifiers/test_verifiers.py", "tests/verifiers/test_properties.py"]
 TWT = ["tests/train/test_token_weighting.py"]
+SF = ["tests/train/test_shared_forward.py"]
 
 # (name, file, original text, mutated text, tests)
 MUTANTS = [
@@ -148,6 +149,12 @@ NEW_MUTANTS = [
      "    return [p for p in sorted(p for _, p in found)]", ["tests/e2e/test_run_faults.py"]),
     ("a shuffle may come out in order", "mmrlvr/data/video.py", "        if n < 2 or perm != list(range(n)):",
      "        if True:", ["tests/data/test_video.py"]),
+    ("shared forward: weighted rows read in the wrong order", LEARN,
+     "idx = [at[r] for r in tg.pending.rows]", "idx = [at[r] for r in reversed(tg.pending.rows)]", SF),
+    ("shared forward: weights computed but not applied", LEARN,
+     "adv = adv * weights[rows].to(adv.dtype)", "adv = adv * 1.0", SF),
+    ("shared forward: entropy taken as the clean log-probs", SIG,
+     'out["logprobs"].append(clean["logprobs"][rows]', 'out["logprobs"].append(clean["entropy"][rows]', SF),
 ]
 
 

@@ -219,6 +219,11 @@ class TokenWeightingConfig:
     token-label fractions and write token_roles/step_N.jsonl."""
     roles_per_step: int = 4
     """Completions written to token_roles/step_N.jsonl per logging step."""
+    share_forward: bool = True
+    """Take the clean log-probs and entropies the signals need from the update's own forward instead
+    of a separate no-grad forward, when the update is one forward (ppo_epochs, mini_batches and
+    grad_accum all 1) and the signals are entropy / visual_dependency (not pepo's hidden states):
+    the same weights and update, one forward fewer (vppo, tor: the corrupted forward remains)."""
 
 
 @dataclass

@@ -30,6 +30,13 @@ from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.types import RolloutBatch
 
 
+def one_forward_update(algo) -> bool:
+    """One optimizer step over one micro-batch: the update's single forward runs at the parameters
+    the batch was weighed at and covers every row with a non-zero advantage, so token signals can
+    take their clean log-probs and entropies from it (`token_roles.PendingWeighting`)."""
+    return algo.ppo_epochs == 1 and algo.mini_batches == 1 and algo.grad_accum == 1
+
+
 def micro_rows(n: int, algo) -> int:
     """Rows per forward: the training micro-batch size, also used by the no-grad forwards."""
     return max(1, -(-n // max(1, algo.mini_batches * algo.grad_accum)))
@@ -89,6 +96,7 @@ class _Targets:
     old: torch.Tensor | None  # (N, T) pi_old, None: the current forward detached
     ref: torch.Tensor | None  # (N, T) reference log-probs (KL), None without KL
     sampler: torch.Tensor | None  # (N, T) the sampler's log-probs
+    pending: object | None = None  # token weights finished from the update's forward (`adv` unweighted)
 
 
 class _Stats:
@@ -175,21 +183,30 @@ class Learner:
         return self.logprobs(batch, micro)
 
     def _targets(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights) -> _Targets:
-        adv = advantages if token_weights is None else advantages * token_weights.to(advantages.dtype).detach()
+        pending = token_weights if token_weights is not None and hasattr(token_weights, "finish") else None
+        if pending is not None and not one_forward_update(self.algo):
+            raise ValueError("token weights from the update's own forward need one forward per update "
+                             "(algo.ppo_epochs = algo.mini_batches = algo.grad_accum = 1)")
+        if token_weights is None or pending is not None:
+            adv = advantages
+        else:
+            adv = advantages * token_weights.to(advantages.dtype).detach()
         micro = self.micro(adv.shape[0])
         if self.algo.rollout_correction != "none" and batch.sampler_logprobs is None:
             raise ValueError(f"algo.rollout_correction={self.algo.rollout_correction!r} needs the sampler's "
                              "log-probs, and the rollout engine returned none")
         return _Targets(adv, loss_mask(batch, self.algo), self.old_logprobs(batch, micro),
                         self.reference_logprobs(batch, micro) if self.algo.kl_coef > 0 else None,
-                        batch.sampler_logprobs)
+                        batch.sampler_logprobs, pending)
 
     def update(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None = None,
                *, seed: int = 0) -> dict:
         """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
         `grad_accum` micro-batches, then one LR-schedule step. advantages (N, 1); token_weights
-        (N, T) multiply them per token. Sequences with zero advantage (and no KL/entropy term) are
-        skipped in the forward: they add nothing to the gradient, only to the denominator, kept."""
+        (N, T) multiply them per token, or a `token_roles.PendingWeighting` (one-forward updates
+        only) that computes them from this update's forward before the loss. Sequences with zero
+        advantage (and no KL/entropy term) are skipped in the forward: they add nothing to the
+        gradient, only to the denominator, kept."""
         algo, world = self.algo, rank_world()[1]
         lr = self.optimizer.param_groups[0]["lr"]  # the rate this update uses
         tg = self._targets(batch, advantages, token_weights)
@@ -240,8 +257,14 @@ class Learner:
         m = tg.mask[rows].to(lp.device)
         old_lp = lp.detach() if tg.old is None else tg.old[rows].to(lp.device)
         correction, rc = self._correction(old_lp, tg.sampler, rows, m)
+        adv = tg.adv[rows]
+        if tg.pending is not None:  # the weighted rows are all in this one forward (one_forward_update)
+            at = {r: i for i, r in enumerate(rows)}
+            idx = [at[r] for r in tg.pending.rows]
+            weights = tg.pending.finish(lp.detach()[idx], ent.detach()[idx])  # (N, T)
+            adv = adv * weights[rows].to(adv.dtype)
         loss, stats = policy_loss(
-            lp, old_lp, tg.adv[rows].to(lp.device), m, clip_low=algo.clip_low, clip_high=algo.clip_high,
+            lp, old_lp, adv.to(lp.device), m, clip_low=algo.clip_low, clip_high=algo.clip_high,
             importance_level=algo.importance_level, aggregation=algo.aggregation,
             norm_length=algo.norm_length, denominator=denom, correction=correction,
         )

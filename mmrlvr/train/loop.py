@@ -34,7 +34,7 @@ from mmrlvr.train.signals import black_fill
 from mmrlvr.train.learner import Learner
 from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect
-from mmrlvr.train.token_roles import weigh_tokens, write_token_roles
+from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens, write_token_roles
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
@@ -181,11 +181,16 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     # per-token weights (perception / reasoning signals), once for the whole batch; no-grad
     # forwards of the unwrapped policy: through the DDP wrapper each forward would also broadcast
     # buffers, a collective that hangs when only rank 0 runs diagnostics
+    diagnose = cfg.token_weighting.diagnostics and log_step and write
+    share = shares_forward(cfg, cfg.algo, signals_needed(cfg.token_weighting.method, diagnose))
     tw = weigh_tokens(learner.policy, batch, adv, cfg, cfg.algo, learner.suppress_ids, step=step, fill=fill,
-                      diagnose=cfg.token_weighting.diagnostics and log_step and write)
-    # 5. the policy update (ppo_epochs x mini_batches optimizer steps, then the LR schedule)
+                      diagnose=diagnose, share=share)
+    # 5. the policy update (ppo_epochs x mini_batches optimizer steps, then the LR schedule); shared
+    # token weights are finished inside it, from its own forward
     t1 = time.perf_counter()
-    stats = learner.update(batch, adv, tw.weights, seed=step)
+    stats = learner.update(batch, adv, tw if isinstance(tw, PendingWeighting) else tw.weights, seed=step)
+    if isinstance(tw, PendingWeighting):
+        tw = tw.result
     engine.sync_weights(learner.policy)
     metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)
         **batch.metrics, **stats, **tw.metrics,

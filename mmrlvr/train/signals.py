@@ -148,18 +148,24 @@ def compute_signals(
     needs: Sequence[str], *, temperature: float = 1.0, suppress_ids: Sequence[int] = (),
     corrupt_prob: float = 0.5, seed: int = 0, fill: dict | None = None,
     similarity_layers: Sequence[int] | None = (-1,), similarity_at_token: bool = False, chunk_rows: int = 64,
+    clean: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The requested signals, each (N, T) float on the CPU, 0 on padding.
 
     Costs: entropy and visual_similarity come from one clean forward; visual_dependency adds one
     forward on the corrupted media (and needs the clean one for the tokens' log-probs).
     `similarity_layers` / `similarity_at_token`: see `_similarity_probe` (None / True: PEPO's
-    released similarity).
+    released similarity). `clean`: (N, T) `logprobs` and `entropy` of these rows from a forward
+    already run (the update's own, at the same temperature and suppressed ids): the clean forward
+    is skipped, so entropy costs nothing and visual_dependency one forward (not visual_similarity,
+    which reads hidden states).
     """
     unknown = set(needs) - set(SIGNALS)
     if unknown:
         raise KeyError(f"unknown token signals {sorted(unknown)}; known: {', '.join(SIGNALS)}")
     needs = set(needs)
+    if clean is not None and "visual_similarity" in needs:
+        raise ValueError("visual_similarity needs the clean forward's hidden states; it cannot reuse given log-probs")
     n, t = completion_ids.shape
     out: dict[str, list] = {k: [] for k in ("logprobs", "entropy", "visual_similarity", "corrupt")}
     corrupted = corrupt_media(prompt_inputs, corrupt_prob, seed, fill) if "visual_dependency" in needs else None
@@ -168,15 +174,19 @@ def compute_signals(
         # forward only up to these rows' longest completion: causal positions never see the padding
         tc = max(1, int(completion_mask[rows].sum(1).max()))
         ids, mask = completion_ids[rows, :tc], completion_mask[rows, :tc]
-        sims: list = []
-        probe = _similarity_probe(model, similarity_layers, tc, sims, similarity_at_token) if "visual_similarity" in needs else _null()
-        with probe:
-            logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
-        lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
         pad = (0, t - tc)
-        out["logprobs"].append(F.pad(lp.cpu(), pad))
-        out["entropy"].append(F.pad(ent.cpu(), pad))
-        out["visual_similarity"] += [F.pad(x.cpu(), pad) for x in sims]
+        if clean is None:
+            sims: list = []
+            probe = _similarity_probe(model, similarity_layers, tc, sims, similarity_at_token) if "visual_similarity" in needs else _null()
+            with probe:
+                logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
+            lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
+            out["logprobs"].append(F.pad(lp.cpu(), pad))
+            out["entropy"].append(F.pad(ent.cpu(), pad))
+            out["visual_similarity"] += [F.pad(x.cpu(), pad) for x in sims]
+        else:
+            out["logprobs"].append(clean["logprobs"][rows].detach().float().cpu())
+            out["entropy"].append(clean["entropy"][rows].detach().float().cpu())
         if corrupted is not None:
             logits = _forward(model, select_rows(corrupted, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
             lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]

@@ -19,7 +19,7 @@ import torch
 from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, token_labels, token_weights
 from mmrlvr.data.collate import select_rows
 from mmrlvr.train.signals import compute_signals
-from mmrlvr.train.learner import micro_rows
+from mmrlvr.train.learner import micro_rows, one_forward_update
 
 DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
 DEPENDENT = 1e-3  # visual dependency above which a token counts as image-dependent (|delta logp| > ~0.045)
@@ -49,10 +49,25 @@ def similarity_source(tw) -> dict:
     return {"similarity_layers": tw.similarity_layers, "similarity_at_token": False}
 
 
+SHAREABLE = frozenset({"entropy", "visual_dependency"})
+"""Signals the update's own forward can serve: per-token log-probs and entropies (not hidden states)."""
+
+
+def shares_forward(cfg, algo, needs: set[str]) -> bool:
+    """Whether the signals can take the clean log-probs and entropies from the update's own forward:
+    `token_weighting.share_forward`, one forward per update (`one_forward_update`: that forward
+    runs at the parameters the signals must see, over every weighted row) and no hidden states."""
+    return bool(cfg.token_weighting.share_forward) and one_forward_update(algo) and needs <= SHAREABLE
+
+
 def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: int, fill: dict | None,
-                 diagnose: bool = False) -> TokenWeighting:
+                 diagnose: bool = False, share: bool = False) -> "TokenWeighting | PendingWeighting":
     """Signals the method needs (plus entropy and visual dependency when `diagnose`), the method's
-    weights on the rows with a non-zero advantage (1 elsewhere), labels and per-step metrics."""
+    weights on the rows with a non-zero advantage (1 elsewhere), labels and per-step metrics.
+
+    `share` (when `shares_forward` allows it): nothing runs now; the returned `PendingWeighting`
+    is handed to `Learner.update`, which finishes it from its own forward's log-probs and
+    entropies (one no-grad forward saved: the clean one) before the loss is reduced."""
     tw = cfg.token_weighting
     needs = signals_needed(tw.method, diagnose)
     if not needs:
@@ -61,13 +76,29 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
     rows = adv.ne(0).any(dim=1).nonzero().flatten().tolist()
     if not rows:
         return TokenWeighting(None, metrics={"time/token_signals": time.perf_counter() - t0})
-    mask = batch.completion_mask[rows]
-    signals = compute_signals(
-        model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], mask, sorted(needs),
-        temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
+    if share:
+        if not shares_forward(cfg, algo, needs):
+            raise ValueError(f"token weighting {tw.method!r} (signals {sorted(needs)}) cannot share the update's "
+                             "forward: it needs one forward per update and no hidden states")
+        return PendingWeighting(model, batch, rows, needs, cfg, algo, suppress, step, fill)
+    signals = _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill)
+    return _weighting(batch, rows, signals, cfg, step, t0)
+
+
+def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: dict | None = None) -> dict:
+    tw = cfg.token_weighting
+    return compute_signals(
+        model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], batch.completion_mask[rows],
+        sorted(needs), temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
         seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
-        chunk_rows=micro_rows(len(rows), algo),
+        chunk_rows=micro_rows(len(rows), algo), clean=clean,
     )
+
+
+def _weighting(batch, rows: list[int], signals: dict, cfg, step: int, t0: float) -> TokenWeighting:
+    """Signals of `rows` -> the batch's (N, T) weights, labels and metrics."""
+    tw = cfg.token_weighting
+    mask = batch.completion_mask[rows]
     params = {k: v for k, v in dataclasses.asdict(tw).items() if k != "method"}
     w_rows = token_weights(tw.method, signals, mask, progress=step / max(cfg.train.steps, 1), **params)
     weights = batch.completion_mask.float().clone()
@@ -84,6 +115,32 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
         out.metrics.update(label_stats(out.labels, w_rows))
     out.metrics["time/token_signals"] = time.perf_counter() - t0
     return out
+
+
+class PendingWeighting:
+    """Token weights still to be computed, by `Learner.update` from its own forward.
+
+    `rows`: the batch rows to weigh (non-zero advantage), all inside the update's one forward.
+    `finish(logprobs, entropy)` takes their (len(rows), T) clean log-probs and entropies
+    (detached), runs the corrupted forward if the method needs visual dependency, and returns the
+    batch's (N, T) weights; the whole `TokenWeighting` is then `result`. The numbers are those
+    of `weigh_tokens` without sharing: the same rows, seed, temperature and chunks. One
+    difference, in metrics only: a row whose weights are all 0 (vppo_beta_min 0, tor_other 0)
+    is known to be 0 only after the forward, so it stays in it and counts in
+    `actor/updated_seqs_frac` and `actor/entropy` (it adds 0 to the loss either way)."""
+
+    def __init__(self, model, batch, rows, needs, cfg, algo, suppress, step, fill):
+        self.model, self.batch, self.rows, self.needs = model, batch, rows, needs
+        self.cfg, self.algo, self.suppress, self.step, self.fill = cfg, algo, suppress, step, fill
+        self.result: TokenWeighting | None = None
+
+    def finish(self, logprobs: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
+        t0 = time.perf_counter()
+        clean = {"logprobs": logprobs.detach(), "entropy": entropy.detach()}
+        signals = _signals(self.model, self.batch, self.rows, self.needs, self.cfg, self.algo, self.suppress,
+                           self.step, self.fill, clean=clean)
+        self.result = _weighting(self.batch, self.rows, signals, self.cfg, self.step, t0)
+        return self.result.weights
 
 
 def write_token_roles(run_dir: Path, step: int, batch, adv: torch.Tensor, tw: TokenWeighting, tokenizer,
