@@ -123,6 +123,26 @@ def _mean_rows(runs: list[dict]) -> list[dict]:
     return out
 
 
+def markdown(runs: list[dict]) -> str:
+    """The README's table: per-seed accuracy before -> after, mean gain in points (sd), rollouts to
+    target (seeds that reached it), all-equal share at the start and over the run, median s/step."""
+    head = ("| task | method | seeds | held-out before -> after, per seed | mean gain, points (sd) | "
+            "rollouts to target (reached) | all-equal, first 5 steps | all-equal, run | s/step |")
+    lines = [head, "|" + "---|" * 9]
+    for row in _mean_rows(runs):
+        rs = [r for r in runs if (r["config"], r["method"]) == (row["config"], row["method"])]
+        gains = [100 * (r["acc_after"] - r["acc_before"]) for r in rs]
+        sd = f" ({statistics.stdev(gains):.1f})" if len(gains) > 1 else ""
+        reach = row["rollouts_to_target"]
+        cells = [row["config"], row["method"], str(len(rs)),
+                 " / ".join(f"{r['acc_before']:.3f}->{r['acc_after']:.3f}" for r in rs),
+                 f"{statistics.mean(gains):+.1f}{sd}", f"{reach:.0f} ({row['reached']})" if reach != "-" else
+                 f"- ({row['reached']})"]
+        cells += [f"{row[k]:.2f}" if row[k] != "-" else "-" for k in ("all_equal_start", "all_equal_frac", "s_per_step")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 COLUMNS = [("config", "config", ""), ("method", "method", ""), ("seeds", "seeds", "d"),
            ("acc_before", "acc before", ".3f"), ("acc_after", "acc after", ".3f"), ("acc_after_sd", "sd", ".3f"),
            ("rollouts_to_target", "rollouts to target", ".0f"), ("reached", "reached", ""),
@@ -151,6 +171,7 @@ def main() -> int:
     if args.table:
         runs = [r for f in args.table.split(",") for r in json.loads(Path(f).read_text())["runs"]]
         print(table(_mean_rows(runs), COLUMNS))
+        print(markdown(runs))
         return 0
     methods = args.methods.split(",")
     unknown = [m for m in methods if m not in METHODS]
