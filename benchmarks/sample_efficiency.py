@@ -2,14 +2,17 @@
 
     python benchmarks/sample_efficiency.py [--configs configs/chart_tiny.yaml,configs/grounding_tiny.yaml]
         [--seeds 0,1,2] [--steps 40] [--eval-every 10] [--target 0.6]
-        [--methods grpo,replay,dbb,replay_dbb,demos] [overrides ...]
+        [--methods grpo,replay,dbb,replay_dbb,demos] [--label NAME] [--warm DIR] [overrides ...]
+    python benchmarks/sample_efficiency.py --table results.json[,more.json]   # reprint saved runs
 
-Per config and seed, one warm start (a 1-step run's `warm_start/`) is shared by every method, and each method
+Per config and seed, one warm start (a 1-step run's `warm_start/`, reused when already there; or `--warm`,
+one saved model for every seed, e.g. another task's warm start) is shared by every method, and each method
 trains the same number of steps with the same `rollout.prompts_per_step` x `rollout.group_size`, so
 all generate the same number of completions ("rollouts"; replays are regenerated, so they count).
 Per run: held-out accuracy before and after (at equal rollouts), rollouts until the held-out
-accuracy first reaches `--target` (checked every `--eval-every` steps; "-" when never), the share of
-all-equal groups (1 - rollout/mixed_group_frac, first sampling round of each step), median s/step,
+accuracy first reaches `--target` (read from the periodic `eval/<task>/<headline>` rows: accuracy,
+mean_iou, ...; checked every `--eval-every` steps; "-" when never), the share of all-equal groups
+(1 - rollout/mixed_group_frac, first sampling round of each step; over the run and over the first 5 steps), median s/step,
 and for demos the mean share of prompts shown demonstrations (held-out accuracy is always measured
 without them). The table gives the mean over seeds; the JSON keeps every run.
 """
@@ -111,9 +114,10 @@ def _mean_rows(runs: list[dict]) -> list[dict]:
     out = []
     for cfg, method in dict.fromkeys((r["config"], r["method"]) for r in runs):
         rs = [r for r in runs if (r["config"], r["method"]) == (cfg, method)]
-        reached = [r["rollouts_to_target"] for r in rs if r["rollouts_to_target"] is not None]
+        measured = [r for r in rs if "rollouts_to_target" in r]  # saved rows may lack it (not measured)
+        reached = [r["rollouts_to_target"] for r in measured if r["rollouts_to_target"] is not None]
         row = {"config": cfg, "method": method, "seeds": len(rs),
-               "reached": f"{len(reached)}/{len(rs)}",
+               "reached": f"{len(reached)}/{len(measured)}",
                "rollouts_to_target": statistics.mean(reached) if reached else "-"}
         for k in ("acc_before", "acc_after", "all_equal_start", "all_equal_frac", "s_per_step", "replay_frac", "demos_frac"):
             vals = [r[k] for r in rs if k in r]  # results saved before a column existed lack it
