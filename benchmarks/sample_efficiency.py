@@ -170,10 +170,14 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/sample_efficiency.json")
     ap.add_argument("--work", default="runs/bench_sample_efficiency")
     ap.add_argument("--table", help="only print the table of these result JSONs (comma-separated)")
+    ap.add_argument("--retarget", type=float, help="with --table: rollouts to this target, from the saved curves")
     ap.add_argument("overrides", nargs="*", help="config overrides applied to every run (key=value)")
     args = ap.parse_args()
     if args.table:
         runs = [r for f in args.table.split(",") for r in json.loads(Path(f).read_text())["runs"]]
+        if args.retarget is not None:  # read the saved curves again at another target
+            runs = [{**r, "rollouts_to_target": rollouts_to_target(r["curve"], args.retarget, r["rollouts"] // int(r["curve"][-1][0]))}
+                    if r.get("curve") else r for r in runs]
         print(table(_mean_rows(runs), COLUMNS))
         print(markdown(runs))
         return 0
