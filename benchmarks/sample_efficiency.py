@@ -12,7 +12,8 @@ all generate the same number of completions ("rollouts"; replays are regenerated
 Per run: held-out accuracy before and after (at equal rollouts), rollouts until the held-out
 accuracy first reaches `--target` (read from the periodic `eval/<task>/<headline>` rows: accuracy,
 mean_iou, ...; checked every `--eval-every` steps; "-" when never), the share of all-equal groups
-(1 - rollout/mixed_group_frac, first sampling round of each step; over the run and over the first 5 steps), median s/step,
+(1 - rollout/mixed_group_frac, first sampling round of each step; over the run and over the first 5
+steps), median s/step,
 and for demos the mean share of prompts shown demonstrations (held-out accuracy is always measured
 without them). The table gives the mean over seeds; the JSON keeps every run.
 """
@@ -119,7 +120,8 @@ def _mean_rows(runs: list[dict]) -> list[dict]:
         row = {"config": cfg, "method": method, "seeds": len(rs),
                "reached": f"{len(reached)}/{len(measured)}",
                "rollouts_to_target": statistics.mean(reached) if reached else "-"}
-        for k in ("acc_before", "acc_after", "all_equal_start", "all_equal_frac", "s_per_step", "replay_frac", "demos_frac"):
+        for k in ("acc_before", "acc_after", "all_equal_start", "all_equal_frac", "s_per_step", "replay_frac",
+                  "demos_frac"):
             vals = [r[k] for r in rs if k in r]  # results saved before a column existed lack it
             row[k] = statistics.mean(vals) if vals else "-"
         row["acc_after_sd"] = statistics.stdev(r["acc_after"] for r in rs) if len(rs) > 1 else 0.0
@@ -142,7 +144,8 @@ def markdown(runs: list[dict]) -> str:
                  " / ".join(f"{r['acc_before']:.3f}->{r['acc_after']:.3f}" for r in rs),
                  f"{statistics.mean(gains):+.1f}{sd}", f"{reach:.0f} ({row['reached']})" if reach != "-" else
                  f"- ({row['reached']})"]
-        cells += [f"{row[k]:.2f}" if row[k] != "-" else "-" for k in ("all_equal_start", "all_equal_frac", "s_per_step")]
+        cells += [f"{row[k]:.2f}" if row[k] != "-" else "-"
+                  for k in ("all_equal_start", "all_equal_frac", "s_per_step")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -176,8 +179,9 @@ def main() -> int:
     if args.table:
         runs = [r for f in args.table.split(",") for r in json.loads(Path(f).read_text())["runs"]]
         if args.retarget is not None:  # read the saved curves again at another target
-            runs = [{**r, "rollouts_to_target": rollouts_to_target(r["curve"], args.retarget, r["rollouts"] // int(r["curve"][-1][0]))}
-                    if r.get("curve") else r for r in runs]
+            runs = [{**r, "rollouts_to_target": rollouts_to_target(
+                r["curve"], args.retarget, r["rollouts"] // int(r["curve"][-1][0]))} if r.get("curve") else r
+                for r in runs]
         print(table(_mean_rows(runs), COLUMNS))
         print(markdown(runs))
         return 0
