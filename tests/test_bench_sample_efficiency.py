@@ -30,6 +30,8 @@ def test_grounding_curve_reads_mean_iou():
     assert curve == [[0, 0.21], [10, 0.34], [20, 0.55], [30, 0.49], [40, 0.91]]
     # target 0.5, 16 prompts x 8 completions = 128 rollouts a step: first reached at step 20 -> 20 * 128
     assert se.rollouts_to_target(curve, 0.5, 128) == 2560
+    assert se.rollouts_to_target(curve, 0.55, 128) == 2560  # reaching the target exactly counts
+    assert se.rollouts_to_target(curve, 0.5, 96) == 1920  # 12 prompts x 8: 20 * 96
     # 0.9 only at the final evaluation: 40 * 128
     assert se.rollouts_to_target(curve, 0.9, 128) == 5120
     assert se.rollouts_to_target(curve, 0.95, 128) is None  # never reached
