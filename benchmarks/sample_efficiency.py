@@ -177,7 +177,9 @@ def main() -> int:
     ap.add_argument("overrides", nargs="*", help="config overrides applied to every run (key=value)")
     args = ap.parse_args()
     if args.table:
-        runs = [r for f in args.table.split(",") for r in json.loads(Path(f).read_text())["runs"]]
+        # a (setting, method, seed) given again in a later file (a rerun) replaces the earlier row
+        runs = list({(r["config"], r["method"], r["seed"]): r for f in args.table.split(",")
+                     for r in json.loads(Path(f).read_text())["runs"]}.values())
         if args.retarget is not None:  # read the saved curves again at another target
             runs = [{**r, "rollouts_to_target": rollouts_to_target(
                 r["curve"], args.retarget, r["rollouts"] // int(r["curve"][-1][0]))} if r.get("curve") else r
