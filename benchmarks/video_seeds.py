@@ -8,7 +8,7 @@ fair table gives the plain arm the same estimator): `grpo` (`configs/video_motio
 other run starts RL from that same warm-started model with its own seed (sampling, data order),
 so the arms differ only in the bonus. Prints one JSON line per run and writes the results JSON.
 
-    flock -s /work/quiet.lock python benchmarks/video_seeds.py --seeds 0 1 2
+    python benchmarks/video_seeds.py --seeds 0 1 2
 """
 
 from __future__ import annotations
