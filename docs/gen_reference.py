@@ -27,14 +27,19 @@ MARKER = re.compile(r"^<!-- reference:([a-z0-9-]+) -->$", re.M)
 
 
 def cell(text: object) -> str:
-    """Text safe inside a Markdown table cell: no newlines, pipes escaped, tags shown literally."""
+    """Text safe inside a Markdown table cell: no newlines, pipes escaped, tags shown literally
+    (`<answer>` outside backticks is escaped; inside a code span it is already literal)."""
     s = " ".join(str(text).split())
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    pieces = re.split(r"(`[^`]+`)", s)
+    for i, piece in enumerate(pieces):
+        if not (piece.startswith("`") and piece.endswith("`") and len(piece) > 1):
+            pieces[i] = piece.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return "".join(pieces)  # a pipe inside a code span does not split a cell (Python-Markdown's tables)
 
 
 def code(text: object) -> str:
-    """Inline code in a table cell (a backtick-safe fence, pipes escaped)."""
-    s = " ".join(str(text).split()).replace("|", "\\|")
+    """Inline code in a table cell (a backtick-safe fence; a pipe inside it does not split the cell)."""
+    s = " ".join(str(text).split())
     fence = "``" if "`" in s else "`"
     pad = " " if s.startswith("`") or s.endswith("`") else ""
     return f"{fence}{pad}{s}{pad}{fence}"
@@ -88,6 +93,8 @@ def section_docs(cls: type | None = None, prefix: str = "") -> dict[str, str]:
         value = getattr(cls(), f.name)
         if dataclasses.is_dataclass(value):
             own = " ".join((type(value).__doc__ or "").split())
+            if own.startswith(f"{type(value).__name__}("):  # the signature dataclass writes when there is no docstring
+                own = ""
             out[prefix + f.name] = " ".join(x for x in (docs.get(f.name, ""), own) if x)
             out.update(section_docs(type(value), f"{prefix}{f.name}."))
     return out
@@ -99,11 +106,16 @@ def render_config_keys() -> str:
         parent = row[0].rsplit(".", 1)[0] if "." in row[0] and not row[0].startswith("rewards[]") else "top-level"
         sections.setdefault(parent, []).append(row)
     docs = section_docs()
-    out = []
+    out, done = [], set()
     for name, items in sections.items():
-        out.append(f"{'#' * (2 + name.count('.'))} {name}\n")
-        if docs.get(name):
-            out.append(cell(docs[name]) + "\n")
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):  # a section holding only sub-sections gets its heading too
+            head = ".".join(parts[:depth])
+            if head not in done:
+                done.add(head)
+                out.append(f"{'#' * (1 + depth)} {head}\n")
+                if docs.get(head):
+                    out.append(cell(docs[head]) + "\n")
         out.append("| key | type | default | what it does |\n|---|---|---|---|")
         out += [f"| {code(k)} | {code(t)} | {code(d)} | {cell(doc)} |" for k, t, d, doc in items]
         if name == "task":
@@ -173,7 +185,7 @@ def verifier_rows() -> list[dict]:
     for name, text in available_verifiers().items():
         fn = VERIFIERS.get(name) if name in VERIFIERS else None
         row = {"name": name, "description": text, "module": getattr(fn, "__module__", ""),
-               "headline": getattr(fn, "eval_metric", "") or "(none: scored as a reward only)",
+               "headline": getattr(fn, "eval_metric", ""),
                "doc": inspect.getdoc(fn) or "" if fn else ""}
         if fn is not None and name in EXAMPLES:
             completion, reference, meta = EXAMPLES[name]
@@ -183,16 +195,20 @@ def verifier_rows() -> list[dict]:
     return rows
 
 
+def _headline(row: dict) -> str:
+    return code(row["headline"]) if row["headline"] else "none (a reward term only, e.g. a format bonus)"
+
+
 def render_verifiers() -> str:
     rows = verifier_rows()
     out = ["| name | what scores 1 | headline metric in evaluations |", "|---|---|---|"]
-    out += [f"| [{code(r['name'])}](#{r['name']}) | {cell(r['description'])} | {code(r['headline'])} |" for r in rows]
+    out += [f"| [{code(r['name'])}](#{r['name']}) | {cell(r['description'])} | {_headline(r)} |" for r in rows]
     out.append("")
     for r in rows:
         out.append(f"## {r['name']}\n\n{cell(r['description'])}\n")
-        out.append(f"Defined in `{r['module']}`; headline metric `{r['headline']}`.\n")
+        out.append(f"Defined in `{r['module']}`; headline metric {_headline(r)}.\n")
         if r["doc"]:
-            out.append("```text\n" + r["doc"] + "\n```\n")
+            out += [cell(para) + "\n" for para in r["doc"].split("\n\n")]
         if "example" in r:
             completion, reference, meta, v = r["example"]
             parts = ", ".join(f"`{k}` = {x:g}" for k, x in sorted(v.parts.items())) or "(none)"
