@@ -264,7 +264,9 @@ def _arg_row(a: argparse.Action) -> str:
         name += " ..."
     if a.option_strings and a.nargs != 0:
         name += f" {a.metavar or a.dest.upper()}"
-    required = "required" if (a.required or (not a.option_strings and a.nargs not in ("?", "*"))) else "optional"
+    # argparse marks a `nargs="*"` positional required internally, though it accepts none
+    needed = a.nargs not in ("?", "*") if not a.option_strings else a.required
+    required = "required" if needed else "optional"
     default = "" if a.default in (None, False, argparse.SUPPRESS) or isinstance(a, argparse._HelpAction) else code(a.default)
     choices = f" (one of {', '.join(map(str, a.choices))})" if a.choices else ""
     return f"| {code(name)} | {required} | {default} | {cell((a.help or '') + choices)} |"
