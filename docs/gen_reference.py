@@ -7,13 +7,12 @@ call it too, so what they check is what the site shows.
 
 The config tables read the same dataclasses and field docstrings that `mmrlvr config --show`
 prints (`mmrlvr.config_docs.field_docs`), the verifier table reads the verifier registry and runs
-each verifier on a small example, the CLI tables read the real argparse parser, and the fault list
-reads `benchmarks/results/faults.json`. The metric names live in `gen_metrics.py`.
+each verifier on a small example, and the fault list reads `benchmarks/results/faults.json`. The metric names live in
+`gen_metrics.py`, the CLI tables (read from the real argparse parser) in `gen_cli.py`.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import json
@@ -223,71 +222,6 @@ def render_verifiers() -> str:
     return "\n".join(out)
 
 
-# ------------------------------------------------------------------------------------ the CLI
-
-class _Captured(Exception):
-    pass
-
-
-def cli_parser() -> argparse.ArgumentParser:
-    """The real `mmrlvr` parser: `mmrlvr.cli.main` builds it inline, so stop it at parse_args."""
-    from unittest import mock
-
-    from mmrlvr import cli
-
-    box = {}
-
-    def capture(self, *args, **kwargs):
-        box["parser"] = self
-        raise _Captured
-
-    with mock.patch.object(argparse.ArgumentParser, "parse_args", capture):
-        try:
-            cli.main(["--help"])
-        except _Captured:
-            pass
-    return box["parser"]
-
-
-def subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
-    """name -> (help, sub-parser), in the order `mmrlvr --help` lists them."""
-    for action in parser._actions:  # argparse keeps sub-parsers only here
-        if isinstance(action, argparse._SubParsersAction):
-            helps = {a.dest: a.help for a in action._choices_actions}
-            return {name: (helps.get(name, ""), p) for name, p in action.choices.items()}
-    return {}
-
-
-def _arg_row(a: argparse.Action) -> str:
-    name = ", ".join(a.option_strings) if a.option_strings else a.dest
-    if a.nargs in ("*", "+") and not a.option_strings:
-        name += " ..."
-    if a.option_strings and a.nargs != 0:
-        name += f" {a.metavar or a.dest.upper()}"
-    # argparse marks a `nargs="*"` positional required internally, though it accepts none
-    needed = a.nargs not in ("?", "*") if not a.option_strings else a.required
-    required = "required" if needed else "optional"
-    default = "" if a.default in (None, False, argparse.SUPPRESS) or isinstance(a, argparse._HelpAction) else code(a.default)
-    choices = f" (one of {', '.join(map(str, a.choices))})" if a.choices else ""
-    return f"| {code(name)} | {required} | {default} | {cell((a.help or '') + choices)} |"
-
-
-def render_cli() -> str:
-    parser = cli_parser()
-    subs = subcommands(parser)
-    out = ["| command | what it does |", "|---|---|"]
-    out += [f"| [`mmrlvr {n}`](#mmrlvr-{n}) | {cell(h)} |" for n, (h, _) in subs.items()]
-    out.append("")
-    for name, (text, p) in subs.items():
-        out.append(f"## mmrlvr {name}\n\n{cell(text)}\n\n```text\n{p.format_usage().strip()}\n```\n")
-        out.append("| argument | | default | what it does |\n|---|---|---|---|")
-        out += [_arg_row(a) for a in p._actions if not isinstance(a, argparse._HelpAction)]
-        if p.epilog:
-            out.append(f"\n{cell(p.epilog)}")
-        out.append("")
-    return "\n".join(out)
-
-
 # ------------------------------------------------------------------------------------ Python API
 
 API = [  # (import path, object name): the functions a notebook or script uses
@@ -337,15 +271,25 @@ def render_resumable_keys() -> str:
     return "\n".join(f"- `{k}`" for k in sorted(RESUMABLE)) + "\n"
 
 
-def render_metrics() -> str:
+def _sibling(name: str):
+    """docs/<name>.py, imported once by file path (mkdocs loads this file as a hook, not a package)."""
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("gen_metrics", Path(__file__).with_name("gen_metrics.py"))
-    module = sys.modules.setdefault("gen_metrics", importlib.util.module_from_spec(spec))
-    if not hasattr(module, "render_metrics"):
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
         spec.loader.exec_module(module)
-    return module.render_metrics()
+    return sys.modules[name]
+
+
+def render_metrics() -> str:
+    return _sibling("gen_metrics").render_metrics()
+
+
+def render_cli() -> str:
+    return _sibling("gen_cli").render_cli()
 
 
 RENDERERS: dict[str, Callable[[], str]] = {
