@@ -235,21 +235,47 @@ API = [  # (import path, object name): the functions a notebook or script uses
 ]
 
 
+class _Shown(str):
+    """An annotation shown as written (inspect prints a plain string annotation with quotes)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _signature(obj) -> str:
+    """`(a: int, b: str = 'x') -> Config`, one parameter per line when it would not fit in 80 columns;
+    annotations evaluated (the modules use `from __future__ import annotations`) when they can be."""
+    try:
+        try:
+            sig = inspect.signature(obj, eval_str=True)
+        except Exception:  # noqa: BLE001 - an annotation that names a TYPE_CHECKING-only import
+            sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return "(...)"
+    shown = [p.replace(annotation=_Shown(_type_name(p.annotation))) if p.annotation is not p.empty else p
+             for p in sig.parameters.values()]
+    ret = sig.empty if inspect.isclass(obj) or sig.return_annotation is sig.empty else _Shown(_type_name(sig.return_annotation))
+    sig = sig.replace(parameters=shown, return_annotation=ret)
+    if len(str(sig)) <= 80:
+        return str(sig)
+    params = [str(p) for p in shown]
+    star = next((i for i, p in enumerate(shown) if p.kind == p.KEYWORD_ONLY), None)
+    if star is not None and not any(p.kind == p.VAR_POSITIONAL for p in shown):
+        params.insert(star, "*")
+    return "(\n" + "".join(f"    {p},\n" for p in params) + ")" + (f" -> {ret}" if ret is not sig.empty else "")
+
+
 def render_python_api() -> str:
     import importlib
 
     out = []
     for module, name in API:
         obj = getattr(importlib.import_module(module), name)
-        try:
-            sig = str(inspect.signature(obj))
-        except (TypeError, ValueError):
-            sig = "(...)"
         kind = "class" if inspect.isclass(obj) else "def"
-        out.append(f"## {module}.{name}\n\n```python\n{kind} {name}{sig}\n```\n")
+        out.append(f"## {module}.{name}\n\n```python\n{kind} {name}{_signature(obj)}\n```\n")
         doc = inspect.getdoc(obj) or ""
-        if doc:
-            out.append("```text\n" + doc + "\n```\n")
+        if doc and not doc.startswith(f"{name}("):  # not the signature dataclass writes for itself
+            out += [cell(para) + "\n" for para in doc.split("\n\n")]
     return "\n".join(out)
 
 
