@@ -36,6 +36,29 @@ def cell(text: object) -> str:
     return "".join(pieces)  # a pipe inside a code span does not split a cell (Python-Markdown's tables)
 
 
+def prose(doc: str) -> list[str]:
+    """A docstring as Markdown paragraphs: lines of a paragraph joined, `- item` lines kept as a list
+    (a blank line before it, as Python-Markdown needs), tags outside backticks shown literally."""
+    out = []
+    for para in doc.split("\n\n"):
+        chunks: list[list[str]] = []  # each: the lines of one text run or one list item
+        for line in para.splitlines():
+            if re.match(r"\s*([-*]|\d+\.) ", line) or not chunks:
+                chunks.append([line])
+            else:
+                chunks[-1].append(line)
+        text, items = [], []
+        for chunk in chunks:
+            joined = cell(" ".join(chunk))
+            (items if re.match(r"([-*]|\d+\.) ", joined) else text if not items else items).append(joined)
+        block = "\n".join(text)
+        if items:
+            block = (block + "\n\n" if block else "") + "\n".join(items)
+        if block.strip():
+            out.append(block + "\n")
+    return out
+
+
 def code(text: object) -> str:
     """Inline code in a table cell (a backtick-safe fence; a pipe inside it does not split the cell)."""
     s = " ".join(str(text).split())
@@ -125,7 +148,7 @@ def render_config_keys() -> str:
 
 
 def task_args_rows() -> dict[str, tuple[str, list[tuple[str, str]]]]:
-    """task name -> (first docstring line, [(task.args.KEY, default)]): what `mmrlvr tasks` lists."""
+    """task name -> (module docstring, [(task.args.KEY, default)]): what `mmrlvr tasks` lists."""
     from mmrlvr.config_docs import _flow
     from mmrlvr.tasks import task_module
     from mmrlvr.tasks._catalogue import DEPRECATED, FROM_CONFIG, arguments, task_names
@@ -144,14 +167,16 @@ def task_args_rows() -> dict[str, tuple[str, list[tuple[str, str]]]]:
             else:
                 shown = _flow(default)
             rows.append((f"task.args.{arg}", shown))
-        out[name] = (((module.__doc__ or "").strip().splitlines() or [""])[0], rows)
+        out[name] = (inspect.getdoc(module) or "", rows)
     return out
 
 
 def render_task_args() -> str:
     out = []
     for name, (doc, rows) in task_args_rows().items():
-        out.append(f"### {name}\n\n{cell(doc)}\n\n| key | default |\n|---|---|")
+        out.append(f"### {name}\n")
+        out += prose(doc)
+        out.append("| key | default |\n|---|---|")
         out += [f"| {code(k)} | {code(v)} |" for k, v in rows]
         out.append("")
     return "\n".join(out)
@@ -207,7 +232,7 @@ def render_verifiers() -> str:
         out.append(f"## {r['name']}\n\n{cell(r['description'])}\n")
         out.append(f"Defined in `{r['module']}`; headline metric {_headline(r)}.\n")
         if r["doc"]:
-            out += [cell(para) + "\n" for para in r["doc"].split("\n\n")]
+            out += prose(r["doc"])
         if "example" in r:
             completion, reference, meta, v = r["example"]
             parts = ", ".join(f"`{k}` = {x:g}" for k, x in sorted(v.parts.items())) or "(none)"
@@ -275,7 +300,7 @@ def render_python_api() -> str:
         out.append(f"## {module}.{name}\n\n```python\n{kind} {name}{_signature(obj)}\n```\n")
         doc = inspect.getdoc(obj) or ""
         if doc and not doc.startswith(f"{name}("):  # not the signature dataclass writes for itself
-            out += [cell(para) + "\n" for para in doc.split("\n\n")]
+            out += prose(doc)
     return "\n".join(out)
 
 

@@ -52,3 +52,12 @@ def test_every_listed_verifier_has_a_section(capsys, gen_reference):
     # each built-in's example is scored for real: the count example is a correct, well-formed answer
     count = text.split("\n## count\n", 1)[1].split("\n## ", 1)[0]
     assert "| score | 1 |" in count and "`correct` = 1, `format` = 1" in count
+
+
+def test_prose_keeps_lists_and_shows_tags(gen_reference):
+    doc = "Scores <answer>N</answer>,\nthen `<think>` stays code.\n- first\n  item\n- second\n\n1. one\n2. two"
+    # the text run is joined and a blank line opens the list; tags outside backticks are escaped
+    assert gen_reference.prose(doc) == [
+        "Scores &lt;answer&gt;N&lt;/answer&gt;, then `<think>` stays code.\n\n- first item\n- second\n",
+        "1. one\n2. two\n",
+    ]
