@@ -61,3 +61,17 @@ def test_prose_keeps_lists_and_shows_tags(gen_reference):
         "Scores &lt;answer&gt;N&lt;/answer&gt;, then `<think>` stays code.\n\n- first item\n- second\n",
         "1. one\n2. two\n",
     ]
+
+
+def test_everything_a_run_writes_is_in_the_run_directory_page(tiny_run, gen_reference):
+    """Each entry of a real run directory (files, folders, the lock) has a row or a mention."""
+    text = page(gen_reference, "reference/run-directory.md")
+    entries = {p.name + ("/" if p.is_dir() else "") for p in tiny_run.iterdir()}
+    assert {"config.yaml", "metrics.jsonl", "checkpoints/", "warm_start/", "token_roles/", "samples/"} <= entries
+    # numbered files and folders are documented as step_N
+    shown = {re.sub(r"step_\d+", "step_N", e) for e in entries}
+    missing = [e for e in sorted(shown) if f"`{e}" not in text]  # a row starts `name or `folder/...
+    assert not missing, f"a run writes these, docs/reference/run-directory.md does not say what they are: {missing}"
+    inside = {re.sub(r"step_\d+", "step_N", f"{p.parent.name}/{p.name}") for d in ("samples", "token_roles")
+              for p in (tiny_run / d).iterdir()}
+    assert inside <= {"samples/step_N.jsonl", "token_roles/step_N.jsonl"} and all(f"`{x}`" in text for x in inside)
