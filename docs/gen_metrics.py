@@ -120,9 +120,15 @@ def render_metrics() -> str:
         doc = documented(name)
         if doc is not None:
             by_doc.setdefault(doc, []).extend(files)
-    out = ["| name | what it is | written by |", "|---|---|---|"]
+    families: dict[str, list[tuple[str, str]]] = {}
     for name, what in METRICS:
-        files = sorted(set(by_doc.get(name, [])))
-        where = ", ".join(f"`{f}`" for f in files) or "(logged under a pattern above)"
-        out.append(f"| `{name}` | {what} | {where} |")
-    return "\n".join(out) + "\n"
+        families.setdefault(name.split("/")[0], []).append((name, what))
+    out = []
+    for family, entries in families.items():
+        out.append(f"## {family}\n\n| name | what it is | written by |\n|---|---|---|")
+        for name, what in entries:
+            files = sorted(set(by_doc.get(name, [])))
+            where = ", ".join(f"`{f}`" for f in files) or "(logged under a pattern above)"
+            out.append(f"| `{name}` | {what} | {where} |")
+        out.append("")
+    return "\n".join(out)

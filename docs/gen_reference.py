@@ -7,13 +7,12 @@ call it too, so what they check is what the site shows.
 
 The config tables read the same dataclasses and field docstrings that `mmrlvr config --show`
 prints (`mmrlvr.config_docs.field_docs`), the verifier table reads the verifier registry and runs
-each verifier on a small example, the CLI tables read the real argparse parser, and the fault list
-reads `benchmarks/results/faults.json`. The metric names live in `gen_metrics.py`.
+each verifier on a small example, and the fault list reads `benchmarks/results/faults.json`. The metric names live in
+`gen_metrics.py`, the CLI tables (read from the real argparse parser) in `gen_cli.py`.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import json
@@ -27,14 +26,42 @@ MARKER = re.compile(r"^<!-- reference:([a-z0-9-]+) -->$", re.M)
 
 
 def cell(text: object) -> str:
-    """Text safe inside a Markdown table cell: no newlines, pipes escaped, tags shown literally."""
+    """Text safe inside a Markdown table cell: no newlines, pipes escaped, tags shown literally
+    (`<answer>` outside backticks is escaped; inside a code span it is already literal)."""
     s = " ".join(str(text).split())
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    pieces = re.split(r"(`[^`]+`)", s)
+    for i, piece in enumerate(pieces):
+        if not (piece.startswith("`") and piece.endswith("`") and len(piece) > 1):
+            pieces[i] = piece.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return "".join(pieces)  # a pipe inside a code span does not split a cell (Python-Markdown's tables)
+
+
+def prose(doc: str) -> list[str]:
+    """A docstring as Markdown paragraphs: lines of a paragraph joined, `- item` lines kept as a list
+    (a blank line before it, as Python-Markdown needs), tags outside backticks shown literally."""
+    out = []
+    for para in doc.split("\n\n"):
+        chunks: list[list[str]] = []  # each: the lines of one text run or one list item
+        for line in para.splitlines():
+            if re.match(r"\s*([-*]|\d+\.) ", line) or not chunks:
+                chunks.append([line])
+            else:
+                chunks[-1].append(line)
+        text, items = [], []
+        for chunk in chunks:
+            joined = cell(" ".join(chunk))
+            (items if re.match(r"([-*]|\d+\.) ", joined) else text if not items else items).append(joined)
+        block = "\n".join(text)
+        if items:
+            block = (block + "\n\n" if block else "") + "\n".join(items)
+        if block.strip():
+            out.append(block + "\n")
+    return out
 
 
 def code(text: object) -> str:
-    """Inline code in a table cell (a backtick-safe fence, pipes escaped)."""
-    s = " ".join(str(text).split()).replace("|", "\\|")
+    """Inline code in a table cell (a backtick-safe fence; a pipe inside it does not split the cell)."""
+    s = " ".join(str(text).split())
     fence = "``" if "`" in s else "`"
     pad = " " if s.startswith("`") or s.endswith("`") else ""
     return f"{fence}{pad}{s}{pad}{fence}"
@@ -88,6 +115,8 @@ def section_docs(cls: type | None = None, prefix: str = "") -> dict[str, str]:
         value = getattr(cls(), f.name)
         if dataclasses.is_dataclass(value):
             own = " ".join((type(value).__doc__ or "").split())
+            if own.startswith(f"{type(value).__name__}("):  # the signature dataclass writes when there is no docstring
+                own = ""
             out[prefix + f.name] = " ".join(x for x in (docs.get(f.name, ""), own) if x)
             out.update(section_docs(type(value), f"{prefix}{f.name}."))
     return out
@@ -99,11 +128,16 @@ def render_config_keys() -> str:
         parent = row[0].rsplit(".", 1)[0] if "." in row[0] and not row[0].startswith("rewards[]") else "top-level"
         sections.setdefault(parent, []).append(row)
     docs = section_docs()
-    out = []
+    out, done = [], set()
     for name, items in sections.items():
-        out.append(f"{'#' * (2 + name.count('.'))} {name}\n")
-        if docs.get(name):
-            out.append(cell(docs[name]) + "\n")
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):  # a section holding only sub-sections gets its heading too
+            head = ".".join(parts[:depth])
+            if head not in done:
+                done.add(head)
+                out.append(f"{'#' * (1 + depth)} {head}\n")
+                if docs.get(head):
+                    out.append(cell(docs[head]) + "\n")
         out.append("| key | type | default | what it does |\n|---|---|---|---|")
         out += [f"| {code(k)} | {code(t)} | {code(d)} | {cell(doc)} |" for k, t, d, doc in items]
         if name == "task":
@@ -114,7 +148,7 @@ def render_config_keys() -> str:
 
 
 def task_args_rows() -> dict[str, tuple[str, list[tuple[str, str]]]]:
-    """task name -> (first docstring line, [(task.args.KEY, default)]): what `mmrlvr tasks` lists."""
+    """task name -> (module docstring, [(task.args.KEY, default)]): what `mmrlvr tasks` lists."""
     from mmrlvr.config_docs import _flow
     from mmrlvr.tasks import task_module
     from mmrlvr.tasks._catalogue import DEPRECATED, FROM_CONFIG, arguments, task_names
@@ -133,14 +167,16 @@ def task_args_rows() -> dict[str, tuple[str, list[tuple[str, str]]]]:
             else:
                 shown = _flow(default)
             rows.append((f"task.args.{arg}", shown))
-        out[name] = (((module.__doc__ or "").strip().splitlines() or [""])[0], rows)
+        out[name] = (inspect.getdoc(module) or "", rows)
     return out
 
 
 def render_task_args() -> str:
     out = []
     for name, (doc, rows) in task_args_rows().items():
-        out.append(f"### {name}\n\n{cell(doc)}\n\n| key | default |\n|---|---|")
+        out.append(f"### {name}\n")
+        out += prose(doc)
+        out.append("| key | default |\n|---|---|")
         out += [f"| {code(k)} | {code(v)} |" for k, v in rows]
         out.append("")
     return "\n".join(out)
@@ -173,7 +209,7 @@ def verifier_rows() -> list[dict]:
     for name, text in available_verifiers().items():
         fn = VERIFIERS.get(name) if name in VERIFIERS else None
         row = {"name": name, "description": text, "module": getattr(fn, "__module__", ""),
-               "headline": getattr(fn, "eval_metric", "") or "(none: scored as a reward only)",
+               "headline": getattr(fn, "eval_metric", ""),
                "doc": inspect.getdoc(fn) or "" if fn else ""}
         if fn is not None and name in EXAMPLES:
             completion, reference, meta = EXAMPLES[name]
@@ -183,16 +219,20 @@ def verifier_rows() -> list[dict]:
     return rows
 
 
+def _headline(row: dict) -> str:
+    return code(row["headline"]) if row["headline"] else "none (a reward term only, e.g. a format bonus)"
+
+
 def render_verifiers() -> str:
     rows = verifier_rows()
     out = ["| name | what scores 1 | headline metric in evaluations |", "|---|---|---|"]
-    out += [f"| [{code(r['name'])}](#{r['name']}) | {cell(r['description'])} | {code(r['headline'])} |" for r in rows]
+    out += [f"| [{code(r['name'])}](#{r['name']}) | {cell(r['description'])} | {_headline(r)} |" for r in rows]
     out.append("")
     for r in rows:
         out.append(f"## {r['name']}\n\n{cell(r['description'])}\n")
-        out.append(f"Defined in `{r['module']}`; headline metric `{r['headline']}`.\n")
+        out.append(f"Defined in `{r['module']}`; headline metric {_headline(r)}.\n")
         if r["doc"]:
-            out.append("```text\n" + r["doc"] + "\n```\n")
+            out += prose(r["doc"])
         if "example" in r:
             completion, reference, meta, v = r["example"]
             parts = ", ".join(f"`{k}` = {x:g}" for k, x in sorted(v.parts.items())) or "(none)"
@@ -204,69 +244,6 @@ def render_verifiers() -> str:
             out.append(f"| score | {v.score:g} |")
             out.append(f"| reason | {cell(v.reason) or '(empty)'} |")
             out.append(f"| parts (logged as `reward/{r['name']}/<part>`) | {parts} |\n")
-    return "\n".join(out)
-
-
-# ------------------------------------------------------------------------------------ the CLI
-
-class _Captured(Exception):
-    pass
-
-
-def cli_parser() -> argparse.ArgumentParser:
-    """The real `mmrlvr` parser: `mmrlvr.cli.main` builds it inline, so stop it at parse_args."""
-    from unittest import mock
-
-    from mmrlvr import cli
-
-    box = {}
-
-    def capture(self, *args, **kwargs):
-        box["parser"] = self
-        raise _Captured
-
-    with mock.patch.object(argparse.ArgumentParser, "parse_args", capture):
-        try:
-            cli.main(["--help"])
-        except _Captured:
-            pass
-    return box["parser"]
-
-
-def subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argparse.ArgumentParser]]:
-    """name -> (help, sub-parser), in the order `mmrlvr --help` lists them."""
-    for action in parser._actions:  # argparse keeps sub-parsers only here
-        if isinstance(action, argparse._SubParsersAction):
-            helps = {a.dest: a.help for a in action._choices_actions}
-            return {name: (helps.get(name, ""), p) for name, p in action.choices.items()}
-    return {}
-
-
-def _arg_row(a: argparse.Action) -> str:
-    name = ", ".join(a.option_strings) if a.option_strings else a.dest
-    if a.nargs in ("*", "+") and not a.option_strings:
-        name += " ..."
-    if a.option_strings and a.nargs != 0:
-        name += f" {a.metavar or a.dest.upper()}"
-    required = "required" if (a.required or (not a.option_strings and a.nargs not in ("?", "*"))) else "optional"
-    default = "" if a.default in (None, False, argparse.SUPPRESS) or isinstance(a, argparse._HelpAction) else code(a.default)
-    choices = f" (one of {', '.join(map(str, a.choices))})" if a.choices else ""
-    return f"| {code(name)} | {required} | {default} | {cell((a.help or '') + choices)} |"
-
-
-def render_cli() -> str:
-    parser = cli_parser()
-    subs = subcommands(parser)
-    out = ["| command | what it does |", "|---|---|"]
-    out += [f"| [`mmrlvr {n}`](#mmrlvr-{n}) | {cell(h)} |" for n, (h, _) in subs.items()]
-    out.append("")
-    for name, (text, p) in subs.items():
-        out.append(f"## mmrlvr {name}\n\n{cell(text)}\n\n```text\n{p.format_usage().strip()}\n```\n")
-        out.append("| argument | | default | what it does |\n|---|---|---|---|")
-        out += [_arg_row(a) for a in p._actions if not isinstance(a, argparse._HelpAction)]
-        if p.epilog:
-            out.append(f"\n{cell(p.epilog)}")
-        out.append("")
     return "\n".join(out)
 
 
@@ -283,21 +260,47 @@ API = [  # (import path, object name): the functions a notebook or script uses
 ]
 
 
+class _Shown(str):
+    """An annotation shown as written (inspect prints a plain string annotation with quotes)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _signature(obj) -> str:
+    """`(a: int, b: str = 'x') -> Config`, one parameter per line when it would not fit in 80 columns;
+    annotations evaluated (the modules use `from __future__ import annotations`) when they can be."""
+    try:
+        try:
+            sig = inspect.signature(obj, eval_str=True)
+        except Exception:  # noqa: BLE001 - an annotation that names a TYPE_CHECKING-only import
+            sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return "(...)"
+    shown = [p.replace(annotation=_Shown(_type_name(p.annotation))) if p.annotation is not p.empty else p
+             for p in sig.parameters.values()]
+    ret = sig.empty if inspect.isclass(obj) or sig.return_annotation is sig.empty else _Shown(_type_name(sig.return_annotation))
+    sig = sig.replace(parameters=shown, return_annotation=ret)
+    if len(str(sig)) <= 80:
+        return str(sig)
+    params = [str(p) for p in shown]
+    star = next((i for i, p in enumerate(shown) if p.kind == p.KEYWORD_ONLY), None)
+    if star is not None and not any(p.kind == p.VAR_POSITIONAL for p in shown):
+        params.insert(star, "*")
+    return "(\n" + "".join(f"    {p},\n" for p in params) + ")" + (f" -> {ret}" if ret is not sig.empty else "")
+
+
 def render_python_api() -> str:
     import importlib
 
     out = []
     for module, name in API:
         obj = getattr(importlib.import_module(module), name)
-        try:
-            sig = str(inspect.signature(obj))
-        except (TypeError, ValueError):
-            sig = "(...)"
         kind = "class" if inspect.isclass(obj) else "def"
-        out.append(f"## {module}.{name}\n\n```python\n{kind} {name}{sig}\n```\n")
+        out.append(f"## {module}.{name}\n\n```python\n{kind} {name}{_signature(obj)}\n```\n")
         doc = inspect.getdoc(obj) or ""
-        if doc:
-            out.append("```text\n" + doc + "\n```\n")
+        if doc and not doc.startswith(f"{name}("):  # not the signature dataclass writes for itself
+            out += prose(doc)
     return "\n".join(out)
 
 
@@ -319,15 +322,25 @@ def render_resumable_keys() -> str:
     return "\n".join(f"- `{k}`" for k in sorted(RESUMABLE)) + "\n"
 
 
-def render_metrics() -> str:
+def _sibling(name: str):
+    """docs/<name>.py, imported once by file path (mkdocs loads this file as a hook, not a package)."""
     import importlib.util
     import sys
 
-    spec = importlib.util.spec_from_file_location("gen_metrics", Path(__file__).with_name("gen_metrics.py"))
-    module = sys.modules.setdefault("gen_metrics", importlib.util.module_from_spec(spec))
-    if not hasattr(module, "render_metrics"):
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
         spec.loader.exec_module(module)
-    return module.render_metrics()
+    return sys.modules[name]
+
+
+def render_metrics() -> str:
+    return _sibling("gen_metrics").render_metrics()
+
+
+def render_cli() -> str:
+    return _sibling("gen_cli").render_cli()
 
 
 RENDERERS: dict[str, Callable[[], str]] = {

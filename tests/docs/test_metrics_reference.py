@@ -7,18 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mmrlvr.cli import main
-
 from .conftest import page
 
 ROOT = Path(__file__).resolve().parents[2]
-
-VERIFIER = '''
-def parity(completion, sample):
-    """1 for completions whose characters sum to an odd number: mixed rewards in most groups."""
-    return float(sum(map(ord, completion)) % 2)
-'''
-
 
 def test_the_scan_finds_names_in_fstrings_and_constants(tmp_path, gen_metrics):
     pkg = tmp_path / "mmrlvr" / "train"
@@ -45,21 +36,8 @@ def test_every_metric_name_in_the_code_is_documented(gen_metrics):
 
 
 @pytest.fixture(scope="module")
-def tiny_run_keys(tmp_path_factory) -> set[str]:
-    """Every key a 2-step tiny run logs, with a reward that gives mixed groups (so the update and its
-    actor/* statistics run) and tor token weighting (tokens/* keys)."""
-    tmp = tmp_path_factory.mktemp("metrics-run")
-    (tmp / "parity.py").write_text(VERIFIER)
-    config = tmp / "run.yaml"
-    config.write_text(json.dumps({
-        "output_dir": str(tmp / "run"), "task": {"name": "counting", "train_size": 8, "eval_size": 4},
-        "rollout": {"prompts_per_step": 2, "group_size": 4, "max_new_tokens": 6},
-        "rewards": [{"verifier": f"{tmp / 'parity.py'}:parity", "weight": 1.0}, {"verifier": "count", "weight": 0.5}],
-        "token_weighting": {"method": "tor"}, "algo": {"kl_coef": 0.01},
-        "train": {"steps": 2, "save_every": 0, "log_every": 1}, "verifier_workers": 0,
-    }))
-    assert main(["train", str(config)]) == 0
-    rows = [json.loads(line) for line in (tmp / "run" / "metrics.jsonl").read_text().splitlines()]
+def tiny_run_keys(tiny_run) -> set[str]:
+    rows = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     return {k for row in rows for k in row if k != "step"}
 
 
