@@ -39,19 +39,21 @@ VOCAB = 151_936
 IMG = {"config": "configs/quickstart.yaml", "group": 8, "max_new": 32, "px": 112, "warm": "."}
 VIDEO = {"config": "configs/video_motion_tiny.yaml", "group": 8, "max_new": 16, "arms": ("mmrlvr", "bare")}
 # name -> shape; "steps"/"repeats" cap the command line's for shapes too costly to repeat
-SHAPES = {
+SHAPES = {  # in the order they run: the newest rows first, so a cut-short run keeps them
     "G8_tok32_px112": IMG,
-    "G4_tok32_px112": {**IMG, "group": 4},
-    "G16_tok32_px112": {**IMG, "group": 16},
     "cot_G8_tok128_px112": {"config": "configs/cell_tally_tiny.yaml", "group": 8, "max_new": 128, "px": 112,
-                            "warm": "warm_cell_tally"},
+                            "warm": "warm_cell_tally", "repeats": 2},
     "G8_tok32_px448": {**IMG, "px": 448, "warm": "warm_px448", "steps": 3, "repeats": 2},
-    # Qwen2.5-VL's typical budget: 1024 visual tokens per image (896 x 896 px); warm start at 448 px
-    "G8_tok32_px896": {**IMG, "px": 896, "warm": "warm_px448", "steps": 1, "repeats": 1},
     "video8_G8_tok16": {**VIDEO, "overrides": ["task.args.frames=8"], "warm": "warm_video8"},
     "video16_G8_tok16": {**VIDEO, "overrides": ["task.args.frames=16"], "warm": "warm_video16"},
-    # the base shape with Qwen's 151,936-entry vocabulary (embedding and output layer widened)
-    "vocab151k_G8_tok32_px112": {**IMG, "warm": "warm_vocab151k", "steps": 1, "repeats": 1},
+    # the base shape with Qwen's 151,936-entry vocabulary (embedding and output layer widened);
+    # 2 prompts x 8: one update's logits are then 16 x T x 151,936 fp32 (as memory_step.py)
+    "vocab151k_P2_G8_tok32_px112": {**IMG, "warm": "warm_vocab151k", "prompts": 2, "steps": 1, "repeats": 1},
+    # Qwen2.5-VL's typical budget: 1024 visual tokens per image (896 x 896 px), warm start at 448
+    # px; 2 prompts x 8 so that TRL's per-completion vision encoding fits a one-step row
+    "P2_G8_tok32_px896": {**IMG, "px": 896, "warm": "warm_px448", "prompts": 2, "steps": 1, "repeats": 1},
+    "G4_tok32_px112": {**IMG, "group": 4},
+    "G16_tok32_px112": {**IMG, "group": 16},
 }
 WARM = {  # warm start name -> (config, overrides)
     ".": ("configs/quickstart.yaml", ()),
@@ -182,6 +184,26 @@ COLS = [("shape", "shape", ""), ("framework", "framework", ""), ("s_per_step", "
         ("speedup_vs_trl", "x vs TRL GC", ".2f"), ("speedup_vs_bare", "x vs bare", ".2f")]
 
 
+def markdown(report: dict) -> str:
+    """The README table: per shape, each arm's seconds by phase, throughput and memory, led by
+    mmrlvr's ratio to TRL at equal settings (no checkpointing); spread = the repeats' medians."""
+    head = ("| shape | arm | s/step (spread) | gen s | logp s | update s | compl/s | gen tok/s | peak RSS MB "
+            "| mean len | mixed | runs x steps |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, res in report["results"].items():
+        m = res["mmrlvr"]
+        refs = [r for r in ("trl_nogc", "trl", "bare") if r in res]
+        lead = ", ".join(f"**{m[f'speedup_vs_{r}']:.2f}x** vs {r} (RSS {m[f'rss_vs_{r}']:.2f})" for r in refs)
+        lines.append(f"| **{name}** | mmrlvr vs | {lead} | | | | | | | | | |")
+        for fw in ("mmrlvr", *refs):
+            x = res[fw]
+            lines.append(
+                f"| {name} | {fw} | {x['s_per_step']:.3f} ({x['spread'][0]:.3f}-{x['spread'][1]:.3f}) | {x['gen_s']:.3f} "
+                f"| {x['logprob_s']:.3f} | {x['update_s']:.3f} | {x['completions_per_s']:.1f} | {x['gen_tokens_per_s']:.0f} "
+                f"| {x['peak_rss_mb']:.0f} | {x['mean_length']:.1f} | {x['mixed']:.2f} | {x['repeats']} x {x['steps']} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=1)
@@ -195,11 +217,15 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/vs_trl.json")
     ap.add_argument("--profile", action="store_true",
                     help="run every contender under torch.profiler and keep its top operators (slower)")
+    ap.add_argument("--markdown", help="print the README table of a results JSON and stop")
     ap.add_argument("--child")
     ap.add_argument("--warm")
     ap.add_argument("--shape")
     ap.add_argument("--child-out")
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     if args.child:
         import torch
         from common import peak_rss_mb
@@ -269,6 +295,7 @@ def main() -> int:
     if args.scaling:
         print(f"2 processes vs 1 on the same global batch: {report['scaling']['speedup_2_over_1']:.2f}x")
     out.write_text(json.dumps(report, indent=1))
+    print(markdown(report))
     print(f"wrote {out}")
     return 0
 
