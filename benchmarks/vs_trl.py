@@ -51,7 +51,7 @@ SHAPES = {  # in the order they run: the newest rows first, so a cut-short run k
     "vocab151k_P2_G8_tok32_px112": {**IMG, "warm": "warm_vocab151k", "prompts": 2, "steps": 1, "repeats": 1},
     # Qwen2.5-VL's typical budget: 1024 visual tokens per image (896 x 896 px), warm start at 448
     # px; 2 prompts x 8 so that TRL's per-completion vision encoding fits a one-step row
-    "P2_G8_tok32_px896": {**IMG, "px": 896, "warm": "warm_px448", "prompts": 2, "steps": 1, "repeats": 1},
+    "P2_G8_tok32_px896": {**IMG, "px": 896, "warm": "warm_px448", "prompts": 2, "steps": 2, "repeats": 1},
     "G4_tok32_px112": {**IMG, "group": 4},
     "G16_tok32_px112": {**IMG, "group": 16},
 }
@@ -185,17 +185,26 @@ COLS = [("shape", "shape", ""), ("framework", "framework", ""), ("s_per_step", "
 
 
 def markdown(report: dict) -> str:
-    """The README table: per shape, each arm's seconds by phase, throughput and memory, led by
-    mmrlvr's ratio to TRL at equal settings (no checkpointing); spread = the repeats' medians."""
-    head = ("| shape | arm | s/step (spread) | gen s | logp s | update s | compl/s | gen tok/s | peak RSS MB "
-            "| mean len | mixed | runs x steps |")
+    """The README tables. First the headline: per shape mmrlvr's speed-up and memory ratio at
+    equal settings (TRL without checkpointing, or the bare loop for video), then TRL's default;
+    then every arm's seconds by phase, throughput and memory. spread = the repeats' medians."""
+    head = ("| shape | mmrlvr s/step | equal settings: TRL no-GC (or bare) s/step | **speed-up** | **peak RSS ratio** "
+            "| TRL default (GC) s/step | speed-up vs default | mixed groups mmrlvr / other | runs x steps |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, res in report["results"].items():
         m = res["mmrlvr"]
-        refs = [r for r in ("trl_nogc", "trl", "bare") if r in res]
-        lead = ", ".join(f"**{m[f'speedup_vs_{r}']:.2f}x** vs {r} (RSS {m[f'rss_vs_{r}']:.2f})" for r in refs)
-        lines.append(f"| **{name}** | mmrlvr vs | {lead} | | | | | | | | | |")
-        for fw in ("mmrlvr", *refs):
+        ref = "trl_nogc" if "trl_nogc" in res else "bare"
+        d = res.get("trl")
+        default = (f"{d['s_per_step']:.3f}", f"{m['speedup_vs_trl']:.2f}x") if d else ("-", "-")
+        lines.append(
+            f"| {name} | {m['s_per_step']:.3f} | {res[ref]['s_per_step']:.3f} ({ref}) | **{m[f'speedup_vs_{ref}']:.2f}x** "
+            f"| **{m[f'rss_vs_{ref}']:.2f}** | {default[0]} | {default[1]} | {m['mixed']:.2f} / {res[ref]['mixed']:.2f} "
+            f"| {m['repeats']} x {m['steps']} |")
+    head = ("| shape | arm | s/step (spread) | gen s | logp s | update s | compl/s | gen tok/s | peak RSS MB "
+            "| mean len | mixed | runs x steps |")
+    lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
+    for name, res in report["results"].items():
+        for fw in [f for f in ("mmrlvr", "trl_nogc", "trl", "bare") if f in res]:
             x = res[fw]
             lines.append(
                 f"| {name} | {fw} | {x['s_per_step']:.3f} ({x['spread'][0]:.3f}-{x['spread'][1]:.3f}) | {x['gen_s']:.3f} "
