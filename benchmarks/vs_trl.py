@@ -47,11 +47,11 @@ SHAPES = {  # in the order they run: the newest rows first, so a cut-short run k
     "video8_G8_tok16": {**VIDEO, "overrides": ["task.args.frames=8"], "warm": "warm_video8"},
     "video16_G8_tok16": {**VIDEO, "overrides": ["task.args.frames=16"], "warm": "warm_video16"},
     # the base shape with Qwen's 151,936-entry vocabulary (embedding and output layer widened);
-    # 2 prompts x 8: one update's logits are then 16 x T x 151,936 fp32 (as memory_step.py)
-    "vocab151k_P2_G8_tok32_px112": {**IMG, "warm": "warm_vocab151k", "prompts": 2, "steps": 1, "repeats": 1},
+    # 2 prompts x 8 (as memory_step.py): 16 rows of 151,936-wide logits per update
+    "vocab151k_P2_G8_tok32_px112": {**IMG, "warm": "warm_vocab151k", "prompts": 2, "steps": 3, "repeats": 2},
     # Qwen2.5-VL's typical budget: 1024 visual tokens per image (896 x 896 px), warm start at 448
-    # px; 2 prompts x 8 so that TRL's per-completion vision encoding fits a one-step row
-    "P2_G8_tok32_px896": {**IMG, "px": 896, "warm": "warm_px448", "prompts": 2, "steps": 2, "repeats": 1},
+    # px; 2 prompts x 8 so that TRL encoding every completion's image fits the time
+    "P2_G8_tok32_px896": {**IMG, "px": 896, "warm": "warm_px448", "prompts": 2, "steps": 3, "repeats": 1},
     "G4_tok32_px112": {**IMG, "group": 4},
     "G16_tok32_px112": {**IMG, "group": 16},
 }
