@@ -8,15 +8,20 @@ from pathlib import Path
 from mmrlvr.config import load_config
 
 
-def warm_start_dir(work: Path, seed: int = 0, config: str = "configs/quickstart.yaml") -> Path:
-    """A warm-started tiny model (built once, then reused): the common start of every contender."""
+def warm_start_dir(work: Path, seed: int = 0, config: str = "configs/quickstart.yaml",
+                   overrides: tuple[str, ...] = ()) -> Path:
+    """A warm-started tiny model (built once, then reused): the common start of every contender.
+
+    `overrides` (config `key=value`s, e.g. the pixel bounds) shape the warm start itself, so that a
+    benchmark at 448 px starts from a policy trained at 448 px; give each variant its own `work`."""
     from mmrlvr.tasks import load_task
     from mmrlvr.train.progress import Progress
     from mmrlvr.train.setup import prepare_policy, task_args
 
     done = work / "warm" / "warm_start"
     if not (done / "warm_start.json").exists():  # the supervised warm start alone, no RL step
-        cfg = load_config(config, [f"seed={seed}", f"output_dir={work / 'warm'}", "verifier_workers=0"])
+        cfg = load_config(config, [f"seed={seed}", f"output_dir={work / 'warm'}", "verifier_workers=0",
+                                   *overrides])
         train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **task_args(cfg))
         (work / "warm").mkdir(parents=True, exist_ok=True)
         prepare_policy(cfg, None, train_set, work / "warm", Progress(0, enabled=False))

@@ -1,9 +1,11 @@
 """mmrlvr's rollout throughput against a bare `model.generate` loop on the same prompts.
 
-    python benchmarks/rollout.py [--repeats 5] [--prompts 16] [--group 8] [--max-new 32]
+    python benchmarks/rollout.py [--repeats 5] [--prompts 16] [--group 8] [--max-new 32] [--task cell_tally]
 
 Both sample G completions for the same prompts with the same settings; runs alternate A B A B
 after a warm-up. Tokens counted are completion tokens up to and including the end-of-turn token.
+`--task cell_tally` samples the chain-of-thought task from its own warm start (73-128-token
+answers, built once like vs_trl.py's), so the cost per generated token is measured on long rows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+TASKS = {"counting": ("configs/quickstart.yaml", "."), "cell_tally": ("configs/cell_tally_tiny.yaml", "warm_cell_tally")}
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
@@ -27,6 +31,7 @@ def main() -> int:
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--max-new", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--task", default="counting", choices=tuple(TASKS))
     ap.add_argument("--work", default="runs/bench_vs_trl")
     ap.add_argument("--out", default="benchmarks/results/rollout.json")
     args = ap.parse_args()
@@ -39,12 +44,14 @@ def main() -> int:
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.tasks import load_task
 
-    model, processor = load_policy(str(warm_start_dir(Path(args.work))))
+    config, sub = TASKS[args.task]
+    work = Path(args.work) if sub == "." else Path(args.work) / sub  # the same warm starts as vs_trl.py
+    model, processor = load_policy(str(warm_start_dir(work, config=config)))
     torch.set_num_threads(args.threads)
     model.eval()
     engine = HFRolloutEngine(model, processor)
     sampling = RolloutConfig(group_size=args.group, max_new_tokens=args.max_new)
-    batches = [load_task("counting", "train", args.prompts * (args.repeats + 1), 0)[i * args.prompts:(i + 1) * args.prompts]
+    batches = [load_task(args.task, "train", args.prompts * (args.repeats + 1), 0)[i * args.prompts:(i + 1) * args.prompts]
                for i in range(args.repeats + 1)]
 
     def mmrlvr_run(samples, seed):

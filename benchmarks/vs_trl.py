@@ -1,18 +1,24 @@
-"""mmrlvr against TRL's GRPOTrainer on the same tiny Qwen2.5-VL, data and settings, at several shapes.
+"""mmrlvr against TRL's GRPOTrainer (and a bare transformers loop) on shapes that do the work.
 
     pip install -e ".[bench]"
-    flock /work/heavy.lock python benchmarks/vs_trl.py --steps 3 --repeats 1 --scaling
+    flock -x /work/quiet.lock python benchmarks/vs_trl.py --repeats 3 --steps 8
 
-Contenders, each its own process, from the same warm-started checkpoint, one CPU thread:
+Contenders, each its own process, from the same warm-started checkpoint, one CPU thread
+(`vs_trl_arms.py`):
   mmrlvr       the loop of `mmrlvr train` (no gradient checkpointing: mmrlvr leaves it off)
   trl          TRL 1.16 `GRPOConfig` as configured by default: gradient_checkpointing=True
   trl_nogc     the same with gradient_checkpointing=False: equal settings to mmrlvr
-Both sample G completions for 8 prompts per step, same learning rate and loss (token-mean
-PPO-clip, clip 0.2, one update per step, no KL). Shapes vary one factor at a time from the base
-(G = 8, 32 new tokens, 112 px images): G = 4 and 16, 128 new tokens, 448 px images (the
-processor upscales the 112 px boards to 448x448 = 256 visual tokens on both sides). The first
-step of each run is a warm-up and not counted. `--scaling` adds mmrlvr under
-`torchrun` with 2 gloo processes vs 1 process on the same global batch.
+  bare         `generate` + one teacher-forced forward/backward in plain transformers (video rows:
+               TRL 1.16's GRPOTrainer cannot train on video: `_tokenize_prompts` collects only
+               "image" parts and `_get_per_token_logps_and_entropies` takes no
+               `pixel_values_videos`/`video_grid_thw`, so its training forward has no video)
+All sample G completions per prompt (8 prompts per step unless a shape says otherwise), same
+learning rate and loss (token-mean PPO-clip, clip 0.2, one update per step, no KL), the same
+task, prompts, media and verifier (the TRL reward function calls mmrlvr's verifier).
+Each shape starts from a warm start trained on its own task at its own resolution / frame count
+(built once under --work), so groups are mixed and the update runs; `mixed` in the table is the
+share of groups with mixed rewards. The first step of each run is a warm-up and not counted.
+`--scaling` adds mmrlvr under `torchrun` with 2 gloo processes vs 1 on the same global batch.
 """
 
 from __future__ import annotations
@@ -23,127 +29,115 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-B, LR = 8, 2e-4
-BASE = {"group": 8, "max_new": 32, "px": 112}
-SHAPES = [BASE, {**BASE, "group": 4}, {**BASE, "group": 16}, {**BASE, "max_new": 128}, {**BASE, "px": 448}]
-FRAMEWORKS = ("mmrlvr", "trl", "trl_nogc")
+from vs_trl_arms import LR, child_bare, child_mmrlvr, child_trl, prompts  # noqa: E402
+
+VOCAB = 151_936
+IMG = {"config": "configs/quickstart.yaml", "group": 8, "max_new": 32, "px": 112, "warm": "."}
+VIDEO = {"config": "configs/video_motion_tiny.yaml", "group": 8, "max_new": 16, "arms": ("mmrlvr", "bare")}
+# name -> shape; "steps"/"repeats" cap the command line's for shapes too costly to repeat
+SHAPES = {  # in the order they run: the newest rows first, so a cut-short run keeps them
+    "G8_tok32_px112": IMG,
+    "cot_G8_tok128_px112": {"config": "configs/cell_tally_tiny.yaml", "group": 8, "max_new": 128, "px": 112,
+                            "warm": "warm_cell_tally", "repeats": 2},
+    "G8_tok32_px448": {**IMG, "px": 448, "warm": "warm_px448", "steps": 3, "repeats": 2},
+    "video8_G8_tok16": {**VIDEO, "overrides": ["task.args.frames=8"], "warm": "warm_video8"},
+    "video16_G8_tok16": {**VIDEO, "overrides": ["task.args.frames=16"], "warm": "warm_video16"},
+    # the base shape with Qwen's 151,936-entry vocabulary (embedding and output layer widened);
+    # 2 prompts x 8 (as memory_step.py): 16 rows of 151,936-wide logits per update
+    "vocab151k_P2_G8_tok32_px112": {**IMG, "warm": "warm_vocab151k", "prompts": 2, "steps": 3, "repeats": 2},
+    # Qwen2.5-VL's typical budget: 1024 visual tokens per image (896 x 896 px), warm start at 448
+    # px; 2 prompts x 8 so that TRL encoding every completion's image fits the time
+    "P2_G8_tok32_px896": {**IMG, "px": 896, "warm": "warm_px448", "prompts": 2, "steps": 3, "repeats": 1},
+    "G4_tok32_px112": {**IMG, "group": 4},
+    "G16_tok32_px112": {**IMG, "group": 16},
+}
+WARM = {  # warm start name -> (config, overrides)
+    ".": ("configs/quickstart.yaml", ()),
+    "warm_cell_tally": ("configs/cell_tally_tiny.yaml", ()),
+    "warm_px448": ("configs/quickstart.yaml", ("model.min_pixels=200704", "model.max_pixels=200704")),
+    "warm_video8": ("configs/video_motion_tiny.yaml", ("task.args.frames=8",)),
+    "warm_video16": ("configs/video_motion_tiny.yaml", ("task.args.frames=16",)),
+}
+TRL_ARMS = ("mmrlvr", "trl", "trl_nogc")
 
 
-def _pixels(px: int) -> dict:
-    """Processor pixel bounds that put every 112 px board at px x px."""
-    return {"min_pixels": px * px, "max_pixels": px * px}
+def warm_for(work: Path, name: str) -> Path:
+    """The shape's warm start, built once under `work` (the vocabulary one from the base one)."""
+    from common import warm_start_dir
+
+    if name == "warm_vocab151k":
+        return widen_vocab(warm_for(work, "."), work / name)
+    config, overrides = WARM[name]
+    return warm_start_dir(work / name if name != "." else work, config=config, overrides=overrides)
 
 
-# ------------------------------------------------------------------------------------------ mmrlvr
-def child_mmrlvr(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
-    from common import peak_rss_mb
-
-    from mmrlvr.config import load_config
-    from mmrlvr.train.loop import train
-
-    px = _pixels(shape["px"])
-    cfg = load_config("configs/quickstart.yaml", [
-        f"output_dir={out_dir}", "train.resume=false", f"warm_start.checkpoint={warm}",
-        f"rollout.prompts_per_step={B}", f"rollout.group_size={shape['group']}",
-        f"rollout.max_new_tokens={shape['max_new']}", f"model.min_pixels={px['min_pixels']}",
-        f"model.max_pixels={px['max_pixels']}", f"train.lr={LR}", f"train.steps={steps}",
-        "train.save_every=0", "algo.algorithm=grpo", "task.eval_size=8", "eval.batch_size=8",
-        "verifier_workers=0", "train.log_every=1000",
-    ])
-    train(cfg)
-    rows = [json.loads(x) for x in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if "time/step" in r]
-    return {
-        "step_s": [r["time/step"] for r in rows], "gen_s": [r["time/rollout"] for r in rows],
-        "update_s": [r["time/update"] for r in rows], "reward": [r["reward/mean"] for r in rows],
-        "mean_length": [r["rollout/mean_length"] for r in rows],
-        "peak_rss_mb": peak_rss_mb(), "world": int(os.environ.get("WORLD_SIZE", 1)),  # the group may be gone by now
-    }
-
-
-# --------------------------------------------------------------------------------------------- TRL
-def child_trl(warm: Path, shape: dict, steps: int, out_dir: Path, checkpointing: bool | None) -> dict:
+def widen_vocab(src: Path, dst: Path) -> Path:
+    """The warm start with embedding and output layer widened to VOCAB rows. The new output rows
+    copy the row of the token the policy finds least likely on a real prompt, so they are never
+    sampled (the tokenizer cannot decode them) and the policy's choices stay those of `src`."""
+    if (dst / "config.json").exists():
+        return dst
     import torch
-    from common import peak_rss_mb
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
-    from mmrlvr.config import ModelConfig
+    from mmrlvr.data.collate import encode_prompts
     from mmrlvr.models.load import load_policy
-    from mmrlvr.rollout.hf import vision_token_ids
-    from mmrlvr.types import Sample
-    from mmrlvr.verifiers.answer import count
     from mmrlvr.tasks import load_task
 
-    torch.set_num_threads(1)
-    model, processor = load_policy(ModelConfig(path=str(warm), **_pixels(shape["px"])))
-    g = shape["group"]
-    samples = load_task("counting", "train", 4096, 0)
-    ds = Dataset.from_list([
-        {"prompt": [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": s.messages[0]["content"][1]["text"]}]}],
-         "image": s.images[0], "reference": s.reference}
-        for s in samples[: B * (steps + 2)]
-    ])
+    model, processor = load_policy(str(src))
+    inputs = {k: v for k, v in encode_prompts(processor, load_task("counting", "train", 4, 0)).items() if not k.startswith("_")}
+    with torch.no_grad():
+        worst = int(model(**inputs).logits[:, -1].mean(0).argmin())
+    old = model.get_output_embeddings().weight.shape[0]
+    model.resize_token_embeddings(VOCAB)
+    with torch.no_grad():
+        for layer in {id(m): m for m in (model.get_input_embeddings(), model.get_output_embeddings())}.values():
+            layer.weight[old:] = layer.weight[worst]
+    model.save_pretrained(dst)
+    processor.save_pretrained(dst)
+    return dst
 
-    def reward(completions, reference, **_):
-        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        return [count(t, Sample("x", (), r)).score for t, r in zip(texts, reference)]
 
-    extra = {} if checkpointing is None else {"gradient_checkpointing": checkpointing}
-    args = GRPOConfig(
-        output_dir=str(out_dir), per_device_train_batch_size=B * g, num_generations=g,
-        gradient_accumulation_steps=1, max_completion_length=shape["max_new"], learning_rate=LR,
-        lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
-        loss_type="dapo", epsilon=0.2, epsilon_high=0.2, beta=0.0, num_iterations=1,
-        mask_truncated_completions=False, temperature=1.0, top_p=1.0, top_k=0,
-        generation_kwargs={"suppress_tokens": vision_token_ids(processor.tokenizer)},
-        max_steps=steps, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=0,
-        bf16=False, dataloader_num_workers=0, remove_unused_columns=False, **extra,
-    )
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=ds, processing_class=processor)
-    torch.set_num_threads(1)
-    timing = {"gen": [], "step": []}
-    original = trainer._generate_and_score_completions
+def _arms(shape: dict) -> tuple[str, ...]:
+    return shape.get("arms", TRL_ARMS)
 
-    def timed(*a, **k):
-        t0 = time.perf_counter()
-        out = original(*a, **k)
-        timing["gen"].append(time.perf_counter() - t0)
-        return out
 
-    trainer._generate_and_score_completions = timed
+def _profiled(fw: str, warm: Path, shape: dict, steps: int, out: Path) -> dict:
+    """The run under torch.profiler: the top operators by self CPU time, and how much of the
+    run's wall time the operators account for (the rest is Python: not the model's time)."""
+    import time
 
-    class StepTimer(TrainerCallback):
-        def on_step_begin(self, *a, **k):
-            self.t0 = time.perf_counter()
+    import torch
 
-        def on_step_end(self, *a, **k):
-            timing["step"].append(time.perf_counter() - self.t0)
+    t0 = time.perf_counter()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        result = _child(fw, warm, shape, steps, out)
+    wall = time.perf_counter() - t0
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events) / 1e6
+    ops = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:15]
+    result["profile"] = {"wall_s": wall, "op_self_s": total,
+                         "top_ops": [[e.key, e.self_cpu_time_total / 1e6, e.count] for e in ops]}
+    return result
 
-    trainer.add_callback(StepTimer())
-    trainer.train()
-    hist = trainer.state.log_history
-    return {
-        "step_s": timing["step"], "gen_s": timing["gen"],
-        "update_s": [st - gen for st, gen in zip(timing["step"], timing["gen"])],
-        "reward": [h["reward"] for h in hist if "reward" in h],
-        "mean_length": [h["completions/mean_length"] for h in hist if "completions/mean_length" in h],
-        "peak_rss_mb": peak_rss_mb(), "world": 1,
-        "gradient_checkpointing": bool(args.gradient_checkpointing),
-    }
+
+def _child(fw: str, warm: Path, shape: dict, steps: int, out: Path) -> dict:
+    if fw == "mmrlvr":
+        return child_mmrlvr(warm, shape, steps, out)
+    if fw == "bare":
+        return child_bare(warm, shape, steps, out)
+    return child_trl(warm, shape, steps, out, None if fw == "trl" else False)
 
 
 # ------------------------------------------------------------------------------------------ parent
-def _run_child(fw: str, warm: Path, shape: dict, steps: int, out_dir: Path, procs: int = 1) -> dict:
+def _run_child(fw: str, warm: Path, shape: dict, steps: int, out_dir: Path, procs: int = 1,
+               profile: bool = False) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     args = [__file__, "--child", fw, "--warm", str(warm), "--shape", json.dumps(shape),
-            "--steps", str(steps), "--child-out", str(out_dir)]
+            "--steps", str(steps), "--child-out", str(out_dir), *(["--profile"] if profile else [])]
     if procs > 1:  # torchrun: `accelerate launch` runs a CPU config as ONE process unless mpirun is set up
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *args]
     else:
@@ -160,104 +154,157 @@ def _run_child(fw: str, warm: Path, shape: dict, steps: int, out_dir: Path, proc
 
 
 def _summarise(fw: str, shape: dict, runs: list[dict]) -> dict:
-    step = [x for r in runs for x in r["step_s"][1:]]
-    gen = [x for r in runs for x in r["gen_s"][1:]]
-    upd = [x for r in runs for x in r["update_s"][1:]]
-    med = statistics.median(step)
+    """Medians over every measured step of every repeat; spread = (min, max) of the repeats' medians."""
+    def per_step(key):
+        return [x for r in runs for x in r[key][1:]]
+
+    med = statistics.median(per_step("step_s"))
+    per_run = [statistics.median(r["step_s"][1:]) for r in runs]
+    gen, tokens = statistics.median(per_step("gen_s")), statistics.median(per_step("gen_tokens"))
+    n = prompts(shape) * shape["group"]
     return {
-        "framework": fw, **shape, "procs": runs[0]["world"], "s_per_step": med,
-        "completions_per_s": B * shape["group"] / med, "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
-        "gen_share": sum(gen) / max(sum(gen) + sum(upd), 1e-9),
-        "mean_length": statistics.mean(x for r in runs for x in r["mean_length"][1:] or r["mean_length"]),
-        "reward_last": statistics.mean(runs[-1]["reward"][-2:]),
+        "framework": fw, "shape": shape["name"], "group": shape["group"], "max_new": shape["max_new"],
+        "procs": runs[0]["world"], "s_per_step": med, "spread": [min(per_run), max(per_run)],
+        "repeats": len(runs), "steps": len(runs[0]["step_s"]) - 1,
+        "gen_s": gen, "logprob_s": statistics.median(per_step("logprob_s")),
+        "update_s": statistics.median(per_step("update_s")),
+        "completions_per_s": n / med, "gen_tokens_per_s": tokens / max(gen, 1e-9),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        "mean_length": statistics.mean(per_step("mean_length") or runs[0]["mean_length"]),
+        "mixed": statistics.mean(per_step("mixed") or runs[0]["mixed"]),
+        "reward": statistics.mean(per_step("reward") or runs[0]["reward"]),
     }
 
 
-def _shape_name(shape: dict) -> str:
-    return f"G{shape['group']}_tok{shape['max_new']}_px{shape['px']}"
+COLS = [("shape", "shape", ""), ("framework", "framework", ""), ("s_per_step", "s/step", ".3f"),
+        ("gen_s", "gen s", ".3f"), ("logprob_s", "logp s", ".3f"), ("update_s", "update s", ".3f"),
+        ("completions_per_s", "compl/s", ".1f"), ("gen_tokens_per_s", "gen tok/s", ".0f"),
+        ("peak_rss_mb", "peak RSS MB", ".0f"), ("mean_length", "mean len", ".1f"), ("mixed", "mixed", ".2f"),
+        ("speedup_vs_trl_nogc", "x vs TRL no-GC", ".2f"), ("rss_vs_trl_nogc", "RSS/no-GC", ".2f"),
+        ("speedup_vs_trl", "x vs TRL GC", ".2f"), ("speedup_vs_bare", "x vs bare", ".2f")]
+
+
+def markdown(report: dict) -> str:
+    """The README tables. First the headline: per shape mmrlvr's speed-up and memory ratio at
+    equal settings (TRL without checkpointing, or the bare loop for video), then TRL's default;
+    then every arm's seconds by phase, throughput and memory. spread = the repeats' medians."""
+    head = ("| shape | mmrlvr s/step | equal settings: TRL no-GC (or bare) s/step | **speed-up** | **peak RSS ratio** "
+            "| TRL default (GC) s/step | speed-up vs default | mixed groups mmrlvr / other | runs x steps |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, res in report["results"].items():
+        m = res["mmrlvr"]
+        ref = "trl_nogc" if "trl_nogc" in res else "bare"
+        d = res.get("trl")
+        default = (f"{d['s_per_step']:.3f}", f"{m['speedup_vs_trl']:.2f}x") if d else ("-", "-")
+        lines.append(
+            f"| {name} | {m['s_per_step']:.3f} | {res[ref]['s_per_step']:.3f} ({ref}) | **{m[f'speedup_vs_{ref}']:.2f}x** "
+            f"| **{m[f'rss_vs_{ref}']:.2f}** | {default[0]} | {default[1]} | {m['mixed']:.2f} / {res[ref]['mixed']:.2f} "
+            f"| {m['repeats']} x {m['steps']} |")
+    head = ("| shape | arm | s/step (spread) | gen s | logp s | update s | compl/s | gen tok/s | peak RSS MB "
+            "| mean len | mixed | runs x steps |")
+    lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
+    for name, res in report["results"].items():
+        for fw in [f for f in ("mmrlvr", "trl_nogc", "trl", "bare") if f in res]:
+            x = res[fw]
+            lines.append(
+                f"| {name} | {fw} | {x['s_per_step']:.3f} ({x['spread'][0]:.3f}-{x['spread'][1]:.3f}) | {x['gen_s']:.3f} "
+                f"| {x['logprob_s']:.3f} | {x['update_s']:.3f} | {x['completions_per_s']:.1f} | {x['gen_tokens_per_s']:.0f} "
+                f"| {x['peak_rss_mb']:.0f} | {x['mean_length']:.1f} | {x['mixed']:.2f} | {x['repeats']} x {x['steps']} |")
+    return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--steps", type=int, default=3, help="measured steps per run (after 1 warm-up step)")
-    ap.add_argument("--shapes", default="all", choices=("all", "base", "none"),
-                    help="'all', 'base', or 'none' (with --scaling: only the 2-vs-1 process row)")
+    ap.add_argument("--shapes", default="all",
+                    help="'all', 'none' (with --scaling: only the 2-vs-1 process row) or a comma list of: "
+                         + ", ".join(SHAPES))
     ap.add_argument("--scaling", action="store_true", help="add mmrlvr 2 processes vs 1 (gloo DDP)")
+    ap.add_argument("--warm-only", action="store_true", help="build the chosen shapes' warm starts and stop")
     ap.add_argument("--work", default="runs/bench_vs_trl")
     ap.add_argument("--out", default="benchmarks/results/vs_trl.json")
+    ap.add_argument("--profile", action="store_true",
+                    help="run every contender under torch.profiler and keep its top operators (slower)")
+    ap.add_argument("--markdown", help="print the README table of a results JSON and stop")
     ap.add_argument("--child")
     ap.add_argument("--warm")
     ap.add_argument("--shape")
     ap.add_argument("--child-out")
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     if args.child:
         import torch
+        from common import peak_rss_mb
 
         torch.set_num_threads(1)
         out = Path(args.child_out)
         out.mkdir(parents=True, exist_ok=True)
-        shape = json.loads(args.shape)
-        if args.child == "mmrlvr":
-            result = child_mmrlvr(Path(args.warm), shape, args.steps, out)
+        if args.profile:
+            result = _profiled(args.child, Path(args.warm), json.loads(args.shape), args.steps, out)
         else:
-            result = child_trl(Path(args.warm), shape, args.steps, out, None if args.child == "trl" else False)
+            result = _child(args.child, Path(args.warm), json.loads(args.shape), args.steps, out)
+        result["peak_rss_mb"] = peak_rss_mb()
         (out / f"result_rank{int(os.environ.get('RANK', 0))}.json").write_text(json.dumps(result))
         return 0
 
     import torch
     import transformers
     import trl
-    from common import table, warm_start_dir
+    from common import table
 
     torch.set_num_threads(1)
     work = Path(args.work)
-    warm = warm_start_dir(work)
-    steps = args.steps + 1
-    report = {"settings": {"prompts_per_step": B, "lr": LR, "measured_steps": args.steps, "warmup_steps": 1,
-                           "repeats": args.repeats, "threads": 1, "device": "cpu",
+    names = {"all": list(SHAPES), "none": []}.get(args.shapes) or args.shapes.split(",")
+    unknown = [n for n in names if n not in SHAPES]
+    if unknown:
+        raise SystemExit(f"--shapes: unknown shape(s) {unknown}; known: {', '.join(SHAPES)}")
+    warms = {n: warm_for(work, SHAPES[n]["warm"]) for n in names}
+    if args.warm_only:
+        return 0
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    report = {"settings": {"lr": LR, "measured_steps": args.steps, "warmup_steps": 1, "repeats": args.repeats,
+                           "threads": 1, "device": "cpu", "commit": commit, "command": " ".join(sys.argv),
                            "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                                         "trl": trl.__version__}},
               "results": {}}
-    rows = []
-    for shape in {"all": SHAPES, "base": [BASE], "none": []}[args.shapes]:
-        runs: dict = {fw: [] for fw in FRAMEWORKS}
-        for rep in range(args.repeats):
-            for fw in FRAMEWORKS:  # A B C A B C
-                r = _run_child(fw, warm, shape, steps, work / f"{_shape_name(shape)}_{fw}_{rep}")
-                runs[fw].append(r)
-                print(f"{_shape_name(shape)} {fw} run {rep}: median {statistics.median(r['step_s'][1:]):.2f} s/step", flush=True)
-        per = {fw: _summarise(fw, shape, rs) for fw, rs in runs.items()}
-        ratios = {}
-        for ref in ("trl", "trl_nogc"):
-            ratios[ref] = {"speedup": per[ref]["s_per_step"] / per["mmrlvr"]["s_per_step"],
-                           "rss_ratio": per["mmrlvr"]["peak_rss_mb"] / per[ref]["peak_rss_mb"]}
-            per["mmrlvr"][f"speedup_vs_{ref}"] = ratios[ref]["speedup"]
-            per["mmrlvr"][f"rss_vs_{ref}"] = ratios[ref]["rss_ratio"]
-        rows += list(per.values())
-        report["results"][_shape_name(shape)] = {**per, "ratios": ratios, "raw": runs}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1))  # the shapes are kept even if scaling fails
+    rows = []
+    for name in names:
+        shape = {**SHAPES[name], "name": name}
+        steps = min(args.steps, shape.get("steps", args.steps)) + 1
+        repeats = min(args.repeats, shape.get("repeats", args.repeats))
+        runs: dict = {fw: [] for fw in _arms(shape)}
+        for rep in range(repeats):
+            for fw in _arms(shape):  # A B C A B C
+                r = _run_child(fw, warms[name], shape, steps, work / f"{name}_{fw}_{rep}", profile=args.profile)
+                runs[fw].append(r)
+                print(f"{name} {fw} run {rep}: median {statistics.median(r['step_s'][1:]):.2f} s/step "
+                      f"(gen {statistics.median(r['gen_s'][1:]):.2f}), mixed {statistics.mean(r['mixed']):.2f}", flush=True)
+        per = {fw: _summarise(fw, shape, rs) for fw, rs in runs.items()}
+        for ref in [fw for fw in per if fw != "mmrlvr"]:
+            per["mmrlvr"][f"speedup_vs_{ref}"] = per[ref]["s_per_step"] / per["mmrlvr"]["s_per_step"]
+            per["mmrlvr"][f"rss_vs_{ref}"] = per["mmrlvr"]["peak_rss_mb"] / per[ref]["peak_rss_mb"]
+        rows += list(per.values())
+        report["results"][name] = {"shape": shape, **per, "raw": runs}
+        out.write_text(json.dumps(report, indent=1))  # every finished shape is kept
     if args.scaling:
-        one = _run_child("mmrlvr", warm, BASE, steps, work / "scaling_1proc")
-        two = _run_child("mmrlvr", warm, BASE, steps, work / "scaling_2proc", procs=2)
-        scale = {"1proc": _summarise("mmrlvr", BASE, [one]), "2proc": _summarise("mmrlvr", BASE, [two])}
+        base = {**IMG, "name": "G8_tok32_px112"}
+        one = _run_child("mmrlvr", warm_for(work, "."), base, args.steps + 1, work / "scaling_1proc")
+        two = _run_child("mmrlvr", warm_for(work, "."), base, args.steps + 1, work / "scaling_2proc", procs=2)
+        scale = {"1proc": _summarise("mmrlvr", base, [one]), "2proc": _summarise("mmrlvr", base, [two])}
         scale["speedup_2_over_1"] = scale["1proc"]["s_per_step"] / scale["2proc"]["s_per_step"]
         scale["2proc"]["peak_rss_mb_per_proc"] = two["peak_rss_mb_per_proc"]
         report["scaling"] = scale
         rows += [{**scale["1proc"], "framework": "mmrlvr 1 proc"}, {**scale["2proc"], "framework": "mmrlvr 2 procs"}]
-    cols = [("framework", "framework", ""), ("group", "G", "d"), ("max_new", "max new", "d"), ("px", "px", "d"),
-            ("procs", "procs", "d"), ("s_per_step", "s/step", ".3f"), ("completions_per_s", "compl/s", ".1f"),
-            ("peak_rss_mb", "peak RSS MB", ".0f"), ("gen_share", "gen share", ".2f"),
-            ("mean_length", "mean len", ".1f"), ("speedup_vs_trl", "x vs TRL default", ".2f"),
-            ("speedup_vs_trl_nogc", "x vs TRL no-GC", ".2f")]
-    print(table(rows, cols))
+    print(table(rows, COLS))
     if args.scaling:
         print(f"2 processes vs 1 on the same global batch: {report['scaling']['speedup_2_over_1']:.2f}x")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
+    print(markdown(report))
     print(f"wrote {out}")
     return 0
 

@@ -106,10 +106,14 @@ def logits_to_logprobs(
     rows = max(1, chunk_elements // max(t * v, 1))
     cols = t if rows > 1 else max(1, min(t, chunk_elements // max(v, 1)))
     lp_parts, ent_parts = [], []
-    for i in range(0, n, rows):
+    # Blocks come from `split`, not slicing: a sliced block's backward allocates a zero gradient
+    # as large as all the logits and adds it up once per block (quadratic in the vocabulary-wide
+    # blocks: 8 of 10 s of a 151k-vocabulary update); a split's backward concatenates once.
+    for i, row_block in zip(range(0, n, rows), logits.split(rows, dim=0)):
         lp_row, ent_row = [], []
-        for j in range(0, t, cols):
-            x = _tempered(logits[i : i + rows, j : j + cols], temperature, suppress)
+        pieces = row_block.split(cols, dim=1) if cols < t else (row_block,)
+        for j, piece in zip(range(0, t, cols), pieces):
+            x = _tempered(piece, temperature, suppress)
             lse = torch.logsumexp(x, dim=-1)
             tgt = targets[i : i + rows, j : j + cols].unsqueeze(-1)
             lp_row.append(x.gather(-1, tgt).squeeze(-1) - lse)

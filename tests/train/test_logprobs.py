@@ -163,3 +163,38 @@ def test_mixed_lengths_are_trimmed_and_padded_back_in_place(fresh_tiny):
     sub = m[[1, 3]]
     assert torch.allclose(lp[sub], lp_all[1:][sub], atol=1e-5) and torch.allclose(ent[sub], ent_all[1:][sub], atol=1e-5)
     assert (ent[:, 3:] == 0).all() and (lp[:, 3:] == 0).all()
+
+
+def _grad_nodes(root) -> list[str]:
+    """Names of every autograd node reachable from `root`."""
+    seen, stack, names = set(), [root], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack += [nxt for nxt, _ in node.next_functions]
+    return names
+
+
+def test_blocks_backward_through_one_split_not_a_full_size_slice_each():
+    # 3 rows x 4 tokens x 10 ids with chunk 10: one token per block, 12 blocks. A sliced block's
+    # backward would allocate a zero (3, 4, 10) gradient per block (12 SliceBackward nodes);
+    # split's backward concatenates once (1 row split + 3 token splits).
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(3, 4, 10, generator=g, requires_grad=True)
+    targets = torch.randint(0, 10, (3, 4), generator=g)
+    lp, _ = logits_to_logprobs(logits, targets, 1.3, [2], chunk_elements=10)
+    names = _grad_nodes(lp.grad_fn)
+    assert names.count("SliceBackward0") == 0
+    assert names.count("SplitBackward0") + names.count("SplitWithSizesBackward0") == 4
+    # the same numbers, bit for bit, as slicing each block out of the logits
+    ref = torch.stack([torch.stack([
+        (lambda x: x.gather(-1, targets[i, j].view(1)) - torch.logsumexp(x, -1))(
+            (logits[i, j] / 1.3).index_fill(-1, torch.tensor([2]), float("-inf")))[0]
+        for j in range(4)]) for i in range(3)])
+    w = torch.randn(3, 4, generator=g)
+    (grad,) = torch.autograd.grad((lp * w).sum(), logits)
+    (ref_grad,) = torch.autograd.grad((ref * w).sum(), logits)
+    assert torch.equal(lp, ref) and torch.equal(grad, ref_grad)
