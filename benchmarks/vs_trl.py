@@ -1,7 +1,7 @@
 """mmrlvr against TRL's GRPOTrainer (and a bare transformers loop) on shapes that do the work.
 
     pip install -e ".[bench]"
-    flock -x /work/quiet.lock python benchmarks/vs_trl.py --repeats 3 --steps 8
+    python benchmarks/vs_trl.py --repeats 3 --steps 8
 
 Contenders, each its own process, from the same warm-started checkpoint, one CPU thread
 (`vs_trl_arms.py`):
