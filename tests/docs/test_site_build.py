@@ -14,7 +14,7 @@ from .conftest import ROOT
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None,
-    reason='mkdocs and mkdocs-material are not installed (pip install -e ".[docs]"; .ci/run installs them)',
+    reason='mkdocs and mkdocs-material are not installed (pip install -e ".[docs]"; the dev extra includes them)',
 )
 
 
