@@ -9,6 +9,7 @@ import torch
 
 from mmrlvr.types import Completion, Sample, Verdict
 from mmrlvr.verifiers.base import check_allowed
+from mmrlvr.verifiers.failures import failed_frac
 
 
 def reward_terms(terms, sample: Sample) -> list[tuple[str, float]]:
@@ -44,7 +45,8 @@ def score_completions(
     terms,
     scorer,
 ) -> tuple[torch.Tensor, dict, list[Verdict]]:
-    """Return rewards (B, G), metrics {reward/<verifier>[/<part>]: mean}, and the first term's verdicts.
+    """Return rewards (B, G), metrics {reward/<verifier>[/<part>]: mean, verifier/failed_frac/<verifier>:
+    share of that term's verdicts where the verifier failed}, and the first term's verdicts.
 
     `scorer(spec, completions, samples) -> list[Verdict]` runs the verifiers (in a worker pool or
     in-process); the reward is the weighted sum over terms.
@@ -60,6 +62,8 @@ def score_completions(
         total[idx] += scores * torch.tensor([w for _, w, _ in rows])
         name = spec.rsplit(":", 1)[-1]
         metrics[f"reward/{name}"] = scores.mean().item()
+        # every term's own failures: `verifier/failed_frac` (the step's) reads only the first term
+        metrics[f"verifier/failed_frac/{name}"] = failed_frac(verdicts)
         parts: dict = defaultdict(list)
         for v in verdicts:
             for k, x in v.parts.items():
