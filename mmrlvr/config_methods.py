@@ -1,0 +1,78 @@
+"""Config of the per-token and per-video methods: temporal contrast (T-GRPO, TGPO) and token
+weighting (entropy_topk, vppo, pepo, tor).
+
+Kept apart from config.py so that file stays within its size budget; `Config.temporal_contrast`
+and `Config.token_weighting` hold these, and `mmrlvr.config` re-exports both classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TemporalContrastConfig:
+    enabled: bool = False
+    """Also sample each video prompt on its frames shuffled (scored, not trained on) and give
+    correct ordered answers a bonus when ordered accuracy beats shuffled accuracy. Pair it with an
+    advantage without std division (`algo.advantage: dr_grpo`): grpo's std cancels a bonus on every
+    correct answer of a binary verifier exactly."""
+    method: str = "tgrpo"
+    """tgrpo (bonus alpha when p > mu * p_shuffled, per prompt) or tgpo (alpha scaled by the accuracy gap,
+    normalised by the batch's largest gap); formulas in mmrlvr/algos/temporal.py."""
+    alpha: float = 0.3
+    """Bonus added to the reward of a correct ordered completion."""
+    mu: float = 1.0
+    """Ordered accuracy must exceed mu times shuffled accuracy (strictly)."""
+    shuffled_samples: int | None = None
+    """Completions sampled per prompt on shuffled frames (None: group_size // 2)."""
+    correct_threshold: float = 0.1
+    """A completion counts as correct when its answer score exceeds this (strictly; Video-R1's
+    `> 0.1`), so partial credit (tiou, iou, order) counts. In [0, 1)."""
+
+
+@dataclass
+class TokenWeightingConfig:
+    method: str = "none"
+    """none, entropy_topk, vppo, pepo or tor (mmrlvr.algos.token_weights): per-token advantage weights."""
+    top_frac: float = 0.2
+    """entropy_topk: share of the batch's tokens (highest entropy) that get gradient."""
+    perception_frac: float = 0.2
+    """Share of the batch's tokens labelled perception (highest visual dependency); also tor's."""
+    reasoning_frac: float = 0.2
+    """Share of the batch's tokens labelled reasoning (highest entropy); also tor's."""
+    vppo_top_frac: float = 0.4
+    """vppo: share of each response's tokens (highest visual dependency) that get gradient."""
+    vppo_beta_min: float = 0.9
+    """vppo: smallest sequence scale; the largest is set so that the scales average to 1."""
+    pepo_variant: str = "released"
+    """pepo: released (softmax over the raw cosine similarity, averaged over all hidden states at
+    each token, as the authors' code: weights within a few percent of 1) or minmax (softmax over
+    the min-max-normalised similarity of `similarity_layers`: weights up to 1.74x apart)."""
+    pepo_gate: float = 0.05
+    """pepo: strength of the entropy gate on the similarity logits."""
+    pepo_temperature: float = 1.8
+    """pepo: softmax temperature over a response's similarities."""
+    tor_perception: float = 1.5
+    """tor: raw weight of perception tokens (before renormalising to mean 1)."""
+    tor_reasoning: float = 1.5
+    """tor: raw weight of reasoning tokens."""
+    tor_both: float = 2.0
+    """tor: raw weight of tokens that are both."""
+    tor_other: float = 0.5
+    """tor: raw weight of the remaining tokens."""
+    corrupt_prob: float = 0.5
+    """visual_dependency: probability that each vision patch (14x14 for Qwen2-VL) is blacked out."""
+    similarity_layers: list[int] = field(default_factory=lambda: [-1])
+    """pepo (minmax variant): decoder layers (negative counts from the end) whose hidden states give
+    the similarity, taken at the state predicting each token; the released variant ignores it."""
+    diagnostics: bool = True
+    """On logging steps also compute entropy and visual dependency (if the method does not) to log
+    token-label fractions and write token_roles/step_N.jsonl."""
+    roles_per_step: int = 4
+    """Completions written to token_roles/step_N.jsonl per logging step."""
+    share_forward: bool = True
+    """Take the clean log-probs and entropies the signals need from the update's own forward instead
+    of a separate no-grad forward, when the update is one forward (ppo_epochs, mini_batches and
+    grad_accum all 1) and the signals are entropy / visual_dependency (not pepo's hidden states):
+    the same weights and update, one forward fewer (vppo, tor: the corrupted forward remains)."""
