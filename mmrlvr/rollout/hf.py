@@ -1,4 +1,4 @@
-"""Rollouts with transformers `generate`: every prompt processed once, G samples each."""
+"""Rollouts with transformers `generate`: every prompt's forward once (`prefill.py`), G samples each."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 from mmrlvr.data.collate import encode_prompts, model_kwargs
 from mmrlvr.models.wrapping import base_model, params_sharded
 from mmrlvr.models.adapters import QWEN_MEDIA_TOKENS, adapter_for, model_adapter
+from mmrlvr.rollout.prefill import prefill_once, why_not_shared
 from mmrlvr.types import Completion, Sample
 
 VISION_TOKENS = QWEN_MEDIA_TOKENS
@@ -224,11 +225,17 @@ class HFRolloutEngine:
         from transformers import LogitsProcessorList
 
         recorder = SampledLogprobs(1.0 if greedy else sampling.temperature)
-        torch.manual_seed(seed)
+        inputs = model_kwargs(prompt_inputs, device)
+        shared = getattr(sampling, "shared_prefill", True) and why_not_shared(
+            self.model, inputs, group_size, self.suppress_ids) is None
         was_training = self.model.training
         self.model.eval()
+        if shared:  # each prompt's forward once; generate continues B*G rows from the repeated cache
+            inputs = prefill_once(self.model, inputs, group_size)
+            gen_config.num_return_sequences = 1
+        torch.manual_seed(seed)  # after the prefill: the draws are generate's alone either way
         with _only(self.model, gen_config):
-            out = self.model.generate(**model_kwargs(prompt_inputs, device), generation_config=gen_config,
+            out = self.model.generate(**inputs, generation_config=gen_config,
                                       logits_processor=LogitsProcessorList([recorder]),
                                       synced_gpus=synced_generation(self.model))
         if was_training:

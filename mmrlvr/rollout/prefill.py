@@ -1,0 +1,72 @@
+"""Each prompt's forward once per group: the KV cache of a prompt is computed for its B rows and
+repeated G times before `generate` samples the B x G completions.
+
+`generate(num_return_sequences=G)` repeats every prompt G times *before* its first forward, so
+the prompt's tokens and media go through the model G times (at 112 px and 8-token answers that
+prefill is most of a rollout). Here the prompt minus its last token is run once per prompt, the
+cache and the model's per-batch position state are repeated G times, and `generate` continues
+from the cache: it processes the last prompt token for every row and samples as before, so the
+random draws are the same ones in the same order. What changes is the floating-point grouping of
+the prompt's forward (B rows instead of B x G): logits move by ~1e-6 and the sampled tokens stay
+the same (tests/models/test_family_prefill.py checks every tiny family). vLLM does the same with
+its prefix cache; `rollout.shared_prefill=false` gives generate's own prefill back.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mmrlvr.models.adapters import model_adapter
+from mmrlvr.models.wrapping import base_model
+
+# per-token inputs cut with the prompt (everything else - media, grids, sizes - goes to the prefill)
+_PER_TOKEN = ("input_ids", "attention_mask")
+
+
+def why_not_shared(model, inputs: dict, group_size: int, never_sampled: list[int]) -> str | None:
+    """None when the prompts' prefill can be shared; otherwise the reason generate's own is used.
+
+    inputs: the (B, L) processor outputs of the B prompts (left padded)."""
+    if group_size < 2:
+        return "one completion per prompt"
+    if not model_adapter(model).shared_prefill:
+        return f"the {model_adapter(model).model_type} family is not checked for it"
+    ids, mask = inputs["input_ids"], inputs.get("attention_mask")
+    if ids.shape[1] < 2:
+        return "prompts of one token"
+    if mask is not None and not bool(mask[:, -1].all()):
+        return "prompts padded on the right"
+    if bool(torch.isin(ids[:, -1], torch.tensor(never_sampled, dtype=ids.dtype, device=ids.device)).any()):
+        return "a prompt ending in a media token"
+    return None
+
+
+@torch.no_grad()
+def prefill_once(model, inputs: dict, group_size: int) -> dict:
+    """Run the B prompts minus their last token, repeat the cache G times; returns the kwargs of the
+    `generate` call that continues (B*G rows of input_ids, attention mask, per-token keys, `cache`).
+
+    inputs: (B, L) processor outputs on the model's device. The media are encoded here and not
+    passed on: the rows that continue hold no media token (`why_not_shared` checks the last one)."""
+    from transformers import DynamicCache
+
+    base = base_model(model)
+    adapter = model_adapter(model)
+    per_token = (*_PER_TOKEN, *adapter.token_keys)
+    inner = getattr(base, "model", None)
+    for name in adapter.batch_state:  # stale state from an earlier batch must not be reused
+        if inner is not None and hasattr(inner, name):
+            setattr(inner, name, None)
+    # the positions generate's own prefill would use (mRoPE's 3-D ones for Qwen), cut like the tokens
+    positions = base._prepare_position_ids_for_generation(inputs["input_ids"], dict(inputs))
+    head = {k: (v[:, :-1] if k in per_token and isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+    cache = DynamicCache(config=base.config)
+    model(**head, position_ids=positions[..., :-1], cache=cache, use_cache=True, logits_to_keep=1)
+    cache.batch_repeat_interleave(group_size)
+    for name in adapter.batch_state:  # e.g. Qwen's rope_deltas: (B, 1) -> (B*G, 1)
+        value = getattr(inner, name, None) if inner is not None else None
+        if isinstance(value, torch.Tensor) and value.shape[0] == inputs["input_ids"].shape[0]:
+            setattr(inner, name, value.repeat_interleave(group_size, dim=0))
+    out = {k: inputs[k].repeat_interleave(group_size, dim=0) for k in per_token if isinstance(inputs.get(k), torch.Tensor)}
+    out["cache"] = cache
+    return out
