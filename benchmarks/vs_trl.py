@@ -171,6 +171,8 @@ def _summarise(fw: str, shape: dict, runs: list[dict]) -> dict:
         "completions_per_s": n / med, "gen_tokens_per_s": tokens / max(gen, 1e-9),
         "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
         "mean_length": statistics.mean(per_step("mean_length") or runs[0]["mean_length"]),
+        # decoding steps the sampler ran: the longest completion of each step, averaged
+        "max_length": statistics.mean(per_step("max_length") or runs[0].get("max_length") or [float("nan")]),
         "mixed": statistics.mean(per_step("mixed") or runs[0]["mixed"]),
         "reward": statistics.mean(per_step("reward") or runs[0]["reward"]),
     }
@@ -179,7 +181,8 @@ def _summarise(fw: str, shape: dict, runs: list[dict]) -> dict:
 COLS = [("shape", "shape", ""), ("framework", "framework", ""), ("s_per_step", "s/step", ".3f"),
         ("gen_s", "gen s", ".3f"), ("logprob_s", "logp s", ".3f"), ("update_s", "update s", ".3f"),
         ("completions_per_s", "compl/s", ".1f"), ("gen_tokens_per_s", "gen tok/s", ".0f"),
-        ("peak_rss_mb", "peak RSS MB", ".0f"), ("mean_length", "mean len", ".1f"), ("mixed", "mixed", ".2f"),
+        ("peak_rss_mb", "peak RSS MB", ".0f"), ("mean_length", "mean len", ".1f"), ("max_length", "max len", ".1f"),
+        ("mixed", "mixed", ".2f"),
         ("speedup_vs_trl_nogc", "x vs TRL no-GC", ".2f"), ("rss_vs_trl_nogc", "RSS/no-GC", ".2f"),
         ("speedup_vs_trl", "x vs TRL GC", ".2f"), ("speedup_vs_bare", "x vs bare", ".2f")]
 
@@ -201,7 +204,7 @@ def markdown(report: dict) -> str:
             f"| **{m[f'rss_vs_{ref}']:.2f}** | {default[0]} | {default[1]} | {m['mixed']:.2f} / {res[ref]['mixed']:.2f} "
             f"| {m['repeats']} x {m['steps']} |")
     head = ("| shape | arm | s/step (spread) | gen s | logp s | update s | compl/s | gen tok/s | peak RSS MB "
-            "| mean len | mixed | runs x steps |")
+            "| mean len | max len | mixed | runs x steps |")
     lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
     for name, res in report["results"].items():
         for fw in [f for f in ("mmrlvr", "trl_nogc", "trl", "bare") if f in res]:
@@ -209,7 +212,8 @@ def markdown(report: dict) -> str:
             lines.append(
                 f"| {name} | {fw} | {x['s_per_step']:.3f} ({x['spread'][0]:.3f}-{x['spread'][1]:.3f}) | {x['gen_s']:.3f} "
                 f"| {x['logprob_s']:.3f} | {x['update_s']:.3f} | {x['completions_per_s']:.1f} | {x['gen_tokens_per_s']:.0f} "
-                f"| {x['peak_rss_mb']:.0f} | {x['mean_length']:.1f} | {x['mixed']:.2f} | {x['repeats']} x {x['steps']} |")
+                f"| {x['peak_rss_mb']:.0f} | {x['mean_length']:.1f} | {x.get('max_length', float('nan')):.1f} | {x['mixed']:.2f} "
+                f"| {x['repeats']} x {x['steps']} |")
     return "\n".join(lines)
 
 

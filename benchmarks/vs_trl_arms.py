@@ -26,7 +26,9 @@ def load_bench_config(shape: dict, warm: Path, steps: int, out_dir: Path):
             f"rollout.prompts_per_step={prompts(shape)}", f"rollout.group_size={shape['group']}",
             f"rollout.max_new_tokens={shape['max_new']}", f"train.lr={LR}", f"train.steps={steps}",
             "train.save_every=0", "train.eval_every=0", "algo.algorithm=grpo", "task.eval_size=8",
-            "eval.batch_size=8", "verifier_workers=0", "train.log_every=1000", *shape.get("overrides", [])]
+            "eval.batch_size=8", "verifier_workers=0", "train.log_every=1000",
+            # every arm holds the same rows: the prompts its steps use (TRL's dataset is these rows)
+            f"task.train_size={prompts(shape) * (steps + 2)}", *shape.get("overrides", [])]
     if shape.get("px"):
         over += [f"model.min_pixels={shape['px'] ** 2}", f"model.max_pixels={shape['px'] ** 2}"]
     return load_config(shape["config"], over)
@@ -60,7 +62,7 @@ def child_mmrlvr(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
         "step_s": [r["time/step"] for r in rows], "gen_s": [r["time/rollout"] for r in rows],
         "logprob_s": [0.0 for _ in rows],  # one update per step: pi_old = pi, no no-grad forward
         "update_s": [r["time/update"] for r in rows], "reward": [r["reward/mean"] for r in rows],
-        "mean_length": [r["rollout/mean_length"] for r in rows],
+        "mean_length": [r["rollout/mean_length"] for r in rows], "max_length": [r["rollout/max_length"] for r in rows],
         "gen_tokens": [r["rollout/mean_length"] * n for r in rows],
         "mixed": [r["rollout/mixed_group_frac"] for r in rows], "world": int(os.environ.get("WORLD_SIZE", 1)),
     }
@@ -145,10 +147,11 @@ def child_trl(warm: Path, shape: dict, steps: int, out_dir: Path, checkpointing:
     trainer.train()
     hist = trainer.state.log_history
     lengths = [h["completions/mean_length"] for h in hist if "completions/mean_length" in h]
+    longest = [h["completions/max_length"] for h in hist if "completions/max_length" in h]
     return {
         "step_s": timing["step"], "gen_s": timing["gen"], "logprob_s": timing["logprob"],
         "update_s": [st - gen - lp for st, gen, lp in zip(timing["step"], timing["gen"], timing["logprob"])],
-        "reward": [h["reward"] for h in hist if "reward" in h], "mean_length": lengths,
+        "reward": [h["reward"] for h in hist if "reward" in h], "mean_length": lengths, "max_length": longest,
         "gen_tokens": [x * b * g for x in lengths], "mixed": timing["mixed"], "world": 1,
         "gradient_checkpointing": bool(args.gradient_checkpointing),
     }
@@ -174,7 +177,8 @@ def child_bare(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
     samples = _samples(cfg, b * steps)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
     pad = tok.pad_token_id
-    res: dict = {k: [] for k in ("step_s", "gen_s", "logprob_s", "update_s", "reward", "mean_length", "gen_tokens", "mixed")}
+    res: dict = {k: [] for k in ("step_s", "gen_s", "logprob_s", "update_s", "reward", "mean_length", "max_length",
+                                 "gen_tokens", "mixed")}
     torch.manual_seed(0)
     for step in range(steps):
         t0 = time.perf_counter()
@@ -216,6 +220,7 @@ def child_bare(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
         res["step_s"].append(t2 - t0), res["gen_s"].append(t1 - t0), res["logprob_s"].append(0.0)
         res["update_s"].append(t2 - t1), res["reward"].append(float(r.mean()))
         res["mean_length"].append(n_tok / (b * g)), res["gen_tokens"].append(n_tok), res["mixed"].append(_mixed(scores, g))
+        res["max_length"].append(int(mask.sum(1).max()))
     res["world"] = 1
     return res
 

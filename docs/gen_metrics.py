@@ -31,6 +31,7 @@ METRICS: list[tuple[str, str]] = [
     ("rollout/rounds", "sampling rounds it took to fill the batch (more than 1 only with dynamic sampling)"),
     ("rollout/tokens_per_s", "sampled completion tokens per second of generation"),
     ("rollout/mean_length", "mean completion length in tokens"),
+    ("rollout/max_length", "longest completion of the step in tokens: how many decoding steps the sampler ran"),
     ("rollout/truncated_frac", "share of completions cut at `rollout.max_new_tokens`"),
     ("verifier/failed_frac", "share of the step's verdicts of the first reward term where the verifier itself failed (raised, hung, returned no usable score), over every sampling round"),
     ("verifier/failed_frac/<name>", "the same for each reward term (its verifier's name), over the step's first sampling round: a second term's failures show here"),

@@ -44,7 +44,7 @@ def why_not_shared(model, inputs: dict, group_size: int, never_sampled: list[int
 @torch.no_grad()
 def prefill_once(model, inputs: dict, group_size: int) -> dict:
     """Run the B prompts minus their last token, repeat the cache G times; returns the kwargs of the
-    `generate` call that continues (B*G rows of input_ids, attention mask, per-token keys, `cache`).
+    `generate` call that continues (B*G rows of input_ids and attention mask, and `cache`).
 
     inputs: (B, L) processor outputs on the model's device. The media are encoded here and not
     passed on: the rows that continue hold no media token (`why_not_shared` checks the last one)."""
@@ -54,9 +54,6 @@ def prefill_once(model, inputs: dict, group_size: int) -> dict:
     adapter = model_adapter(model)
     per_token = (*_PER_TOKEN, *adapter.token_keys)
     inner = getattr(base, "model", None)
-    for name in adapter.batch_state:  # stale state from an earlier batch must not be reused
-        if inner is not None and hasattr(inner, name):
-            setattr(inner, name, None)
     # the positions generate's own prefill would use (mRoPE's 3-D ones for Qwen), cut like the tokens
     positions = base._prepare_position_ids_for_generation(inputs["input_ids"], dict(inputs))
     head = {k: (v[:, :-1] if k in per_token and isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
@@ -67,6 +64,8 @@ def prefill_once(model, inputs: dict, group_size: int) -> dict:
         value = getattr(inner, name, None) if inner is not None else None
         if isinstance(value, torch.Tensor) and value.shape[0] == inputs["input_ids"].shape[0]:
             setattr(inner, name, value.repeat_interleave(group_size, dim=0))
-    out = {k: inputs[k].repeat_interleave(group_size, dim=0) for k in per_token if isinstance(inputs.get(k), torch.Tensor)}
+    # per-token media keys (mm_token_type_ids, token_type_ids) stay behind: they only matter where
+    # media tokens are computed, and every one of those is in the cache
+    out = {k: inputs[k].repeat_interleave(group_size, dim=0) for k in _PER_TOKEN if isinstance(inputs.get(k), torch.Tensor)}
     out["cache"] = cache
     return out

@@ -156,6 +156,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
         "rollout/dropped_groups": len(collector.dropped),
         "rollout/tokens_per_s": n_tokens / max(t_gen, 1e-9),
         "rollout/mean_length": batch.completion_mask.sum(1).float().mean().item(),
+        "rollout/max_length": int(batch.completion_mask.sum(1).max()) if batch.completion_mask.numel() else 0,
         "rollout/truncated_frac": batch.truncated.float().mean().item(),
         "verifier/failed_frac": failed_frac(verdicts),  # an all-failed group scores flat: dynamic sampling drops it
         "time/rollout": t_gen,
