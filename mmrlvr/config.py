@@ -174,6 +174,9 @@ class RewardTerm:
 class TrainConfig:
     steps: int = 100
     """RL steps."""
+    prompt_once: bool = True
+    """Learner forwards run each prompt once per group and its G completions from the repeated KV cache
+    (same math; log-probs move by float rounding ~1e-6). false: one forward of every joined row."""
     lr: float = 1e-4
     """Policy learning rate (AdamW): the peak of the schedule."""
     lr_scheduler: str = "constant"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from mmrlvr.models.adapters import model_adapter
-from mmrlvr.models.wrapping import base_model
+from mmrlvr.models.wrapping import base_model, params_sharded
 
 # per-token inputs cut with the prompt (everything else - media, grids, sizes - goes to the prefill)
 _PER_TOKEN = ("input_ids", "attention_mask")
@@ -29,6 +29,8 @@ def why_not_shared(model, inputs: dict, group_size: int, never_sampled: list[int
     inputs: the (B, L) processor outputs of the B prompts (left padded)."""
     if group_size < 2:
         return "one completion per prompt"
+    if params_sharded(model):
+        return "sharded parameters (each forward is a collective every rank must run)"
     if not model_adapter(model).shared_prefill:
         return f"the {model_adapter(model).model_type} family is not checked for it"
     ids, mask = inputs["input_ids"], inputs.get("attention_mask")

@@ -71,9 +71,23 @@ def _batch(fresh_tiny, extra=()):
 
 
 def _record_rows(model):
+    """Rows of every forward that computes completion logits. With each prompt's forward once
+    (`train.prompt_once`) a micro-batch's distinct prompts run first into an empty cache: that
+    forward is not counted here; `_prompt_rows` checks it stays within the micro-batch."""
     rows = []
-    handle = model.register_forward_pre_hook(lambda mod, args, kw: rows.append(kw["input_ids"].shape[0]), with_kwargs=True)
+
+    def hook(mod, args, kw):
+        cache = kw.get("cache")
+        if cache is None or cache.get_seq_length() > 0:
+            rows.append(kw["input_ids"].shape[0])
+        else:
+            _prompt_rows.append(kw["input_ids"].shape[0])
+
+    handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     return rows, handle
+
+
+_prompt_rows: list[int] = []
 
 
 def test_no_grad_forwards_are_micro_batched_and_exact(fresh_tiny, monkeypatch):
@@ -86,8 +100,12 @@ def test_no_grad_forwards_are_micro_batched_and_exact(fresh_tiny, monkeypatch):
     rows, handle = _record_rows(model)
     for micro in (1, 5):
         rows.clear()
+        _prompt_rows.clear()
         part = batch_logprobs(model, batch, cfg, suppress, micro)
         assert rows == [micro] * (12 // micro) + ([12 % micro] if 12 % micro else [])
+        # 3 prompts x 4 rows: micro 5 = rows 0-4 (prompts 0, 1), 5-9 (1, 2), 10-11 (2 only);
+        # micro 1 repeats no prompt, so every row takes the one joined forward
+        assert _prompt_rows == ([2, 2, 1] if micro == 5 else [])
         m = batch.completion_mask.bool()
         assert torch.allclose(part[m], full[m], atol=1e-5) and (part[~m] == 0).all()
     handle.remove()
