@@ -23,6 +23,14 @@ from mmrlvr.models.wrapping import base_model, params_sharded
 _PER_TOKEN = ("input_ids", "attention_mask")
 
 
+def cache_kwarg(model) -> str:
+    """The name a forward (and `generate`) takes the KV cache by: `cache` from transformers 5.2x
+    (`past_key_values` then warns), `past_key_values` before (the vLLM job's 5.19)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(base_model(model).forward).parameters else "past_key_values"
+
+
 def why_not_shared(model, inputs: dict, group_size: int, never_sampled: list[int]) -> str | None:
     """None when the prompts' prefill can be shared; otherwise the reason generate's own is used.
 
@@ -43,31 +51,45 @@ def why_not_shared(model, inputs: dict, group_size: int, never_sampled: list[int
     return None
 
 
-@torch.no_grad()
-def prefill_once(model, inputs: dict, group_size: int) -> dict:
-    """Run the B prompts minus their last token, repeat the cache G times; returns the kwargs of the
-    `generate` call that continues (B*G rows of input_ids and attention mask, and `cache`).
+def prompt_cache(module, inputs: dict, rows: torch.Tensor):
+    """The KV cache of the U prompts in `inputs` minus their last token, gathered to N rows.
 
-    inputs: (B, L) processor outputs on the model's device. The media are encoded here and not
-    passed on: the rows that continue hold no media token (`why_not_shared` checks the last one)."""
+    inputs: (U, L) processor outputs on the model's device, media included (encoded here, once).
+    rows: (N,) which prompt each row continues. The gather is an indexing op, so a gradient
+    through the cache is the sum over each prompt's rows, as with N separate copies; per-row state
+    the forward leaves on the model (Qwen's mRoPE offsets, `rope_deltas`) is gathered alike.
+    module: what runs the forward (the model, or the module inside DDP's wrapper). Returns the
+    cache and the keyword the model takes it by."""
     from transformers import DynamicCache
 
-    base = base_model(model)
-    adapter = model_adapter(model)
+    base = base_model(module)
+    adapter = model_adapter(base)
     per_token = (*_PER_TOKEN, *adapter.token_keys)
-    inner = getattr(base, "model", None)
     # the positions generate's own prefill would use (mRoPE's 3-D ones for Qwen), cut like the tokens
     positions = base._prepare_position_ids_for_generation(inputs["input_ids"], dict(inputs))
     head = {k: (v[:, :-1] if k in per_token and isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
-    cache = DynamicCache(config=base.config)
-    model(**head, position_ids=positions[..., :-1], cache=cache, use_cache=True, logits_to_keep=1)
-    cache.batch_repeat_interleave(group_size)
-    for name in adapter.batch_state:  # e.g. Qwen's rope_deltas: (B, 1) -> (B*G, 1)
-        value = getattr(inner, name, None) if inner is not None else None
+    cache, name = DynamicCache(config=base.config), cache_kwarg(base)
+    module(**head, position_ids=positions[..., :-1], **{name: cache}, use_cache=True, logits_to_keep=1)
+    cache.batch_select_indices(rows)  # (U, heads, L-1, d) -> (N, heads, L-1, d)
+    state_owner = getattr(base, "model", None)
+    for state in adapter.batch_state:
+        value = getattr(state_owner, state, None)
         if isinstance(value, torch.Tensor) and value.shape[0] == inputs["input_ids"].shape[0]:
-            setattr(inner, name, value.repeat_interleave(group_size, dim=0))
-    # per-token media keys (mm_token_type_ids, token_type_ids) stay behind: they only matter where
-    # media tokens are computed, and every one of those is in the cache
-    out = {k: inputs[k].repeat_interleave(group_size, dim=0) for k in _PER_TOKEN if isinstance(inputs.get(k), torch.Tensor)}
-    out["cache"] = cache
+            setattr(state_owner, state, value[rows.to(value.device)])
+    return cache, name
+
+
+@torch.no_grad()
+def prefill_once(model, inputs: dict, group_size: int) -> dict:
+    """Run the B prompts minus their last token, repeat the cache G times; returns the kwargs of the
+    `generate` call that continues (B*G rows of input_ids and attention mask, and the cache).
+
+    inputs: (B, L) processor outputs on the model's device. The media are encoded here and not
+    passed on: the rows that continue hold no media token (`why_not_shared` checks the last one);
+    per-token media keys (mm_token_type_ids, token_type_ids) stay behind for the same reason."""
+    ids = inputs["input_ids"]
+    rows = torch.arange(ids.shape[0], device=ids.device).repeat_interleave(group_size)
+    cache, name = prompt_cache(model, inputs, rows)
+    out = {k: inputs[k][rows] for k in _PER_TOKEN if isinstance(inputs.get(k), torch.Tensor)}
+    out[name] = cache
     return out

@@ -10,6 +10,7 @@ import torch
 from mmrlvr.data.collate import join_prompt_completion, select_rows  # noqa: F401 (join_prompt_completion: re-exported)
 from mmrlvr.models.wrapping import base_model, params_sharded, unwrap
 from mmrlvr.models.adapters import features_per_row, model_adapter
+from mmrlvr.rollout.prefill import prompt_cache
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
           ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
@@ -162,6 +163,12 @@ def completion_logprobs(
     return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy, entropy_grad=entropy_grad)
 
 
+def _checkpointed(model) -> bool:
+    """Gradient checkpointing on in any layer (what transformers' `is_activation_checkpointing`
+    reads; that name is from 5.2x, the vLLM job's 5.19 has only the one 5.24 deprecates)."""
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
+
+
 def prompt_once_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,
                        completion_mask: torch.Tensor) -> torch.Tensor | None:
     """(N, T, V) logits of the completion positions with each distinct prompt's forward run once.
@@ -169,8 +176,9 @@ def prompt_once_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,
     Rows of a group repeat one prompt, and a causal model's prompt positions never see the
     completion, so the prompt's hidden states are the same in every row. The U distinct prompts
     minus their last token run once (media included), their KV cache is gathered to the N rows
-    (`index_select`, so the gradient through it is the sum over each group's rows, as with G
-    separate copies), and one forward of (last prompt token + completion) per row finishes it.
+    (`mmrlvr.rollout.prefill.prompt_cache`: the gradient through it is the sum over each group's
+    rows, as with G separate copies), and one forward of (last prompt token + completion) per row
+    finishes it.
     Same math as one forward of the joined rows; the floating-point grouping differs (log-probs
     move by ~1e-6). None where it does not apply: rows without their prompt index (`_base`), no
     prompt repeated, a family not checked for it, gradient checkpointing (it drops the cache),
@@ -179,40 +187,27 @@ def prompt_once_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,
     wrapper, so each micro-batch still runs one DDP forward on every rank (DDP syncs its buffers
     in each one); the gradient reaches DDP's hooks through the same backward.
     """
-    from transformers import DynamicCache
-
     if "_base" not in prompt_inputs:
         return None
     inner = base_model(model)
     adapter = model_adapter(inner)
     rows = list(prompt_inputs["_row_prompt"])
     uniq = sorted(set(rows))
-    if (len(uniq) == len(rows) or not adapter.shared_prefill or inner.is_activation_checkpointing or params_sharded(inner)
+    if (len(uniq) == len(rows) or not adapter.shared_prefill or _checkpointed(inner) or params_sharded(inner)
             or prompt_inputs["input_ids"].shape[1] < 2 or not bool(prompt_inputs["attention_mask"][:, -1].all())):
         return None
     device = next(inner.parameters()).device
     base = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
             for k, v in select_rows(prompt_inputs["_base"], uniq).items() if not k.startswith("_")}
-    per_token = ("input_ids", "attention_mask", *adapter.token_keys)
-    head = {k: (v[:, :-1] if k in per_token and isinstance(v, torch.Tensor) else v) for k, v in base.items()}
-    positions = inner._prepare_position_ids_for_generation(base["input_ids"], dict(base))
-    cache = DynamicCache(config=inner.config)
-    unwrap(model)(**head, position_ids=positions[..., :-1], cache=cache, use_cache=True, logits_to_keep=1)
     index = torch.tensor([uniq.index(r) for r in rows], device=device)
-    for layer in cache.layers:  # (U, heads, P-1, d) -> (N, heads, P-1, d)
-        layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
-    model_state = getattr(inner, "model", None)
-    for name in adapter.batch_state:  # Qwen's rope_deltas: (U, 1) -> (N, 1)
-        value = getattr(model_state, name, None)
-        if isinstance(value, torch.Tensor) and value.shape[0] == len(uniq):
-            setattr(model_state, name, value.index_select(0, index.to(value.device)))
+    cache, name = prompt_cache(unwrap(model), base, index)
     ids = prompt_inputs["input_ids"].to(device)
     completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)
     full_mask = torch.cat([prompt_inputs["attention_mask"].to(device), completion_mask.to(ids.dtype)], dim=1)
     full_positions = inner._prepare_position_ids_for_generation(
-        torch.cat([ids, completion_ids], dim=1), {"attention_mask": full_mask, "cache": cache})
+        torch.cat([ids, completion_ids], dim=1), {"attention_mask": full_mask, name: cache})
     t = completion_ids.shape[1]
     tail = torch.cat([ids[:, -1:], completion_ids], dim=1)
     out = model(input_ids=tail, attention_mask=full_mask, position_ids=full_positions[..., ids.shape[1] - 1:],
-                cache=cache, use_cache=True, logits_to_keep=t + 1)
+                **{name: cache}, use_cache=True, logits_to_keep=t + 1)
     return out.logits[:, :t]
