@@ -18,7 +18,7 @@ from tests.rollout.test_shared_prefill import mixed_prompts
 
 VIDEO_FAMILIES = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "llava_onevision")
 G = 3
-ROWS = [1, 2, 3, 4, 5, 8]  # prompt 0: 2 rows, prompt 1: all 3, prompt 2: 1 row
+ROWS = [8, 1, 4, 2, 5, 3]  # prompt 2: 1 row, prompt 0: 2, prompt 1: all 3; out of order (shuffled mini-batches)
 
 
 def _grads(model, fn, weights, mask):
