@@ -173,6 +173,9 @@ def _summarise(fw: str, shape: dict, runs: list[dict]) -> dict:
         "mean_length": statistics.mean(per_step("mean_length") or runs[0]["mean_length"]),
         # decoding steps the sampler ran: the longest completion of each step, averaged
         "max_length": statistics.mean(per_step("max_length") or runs[0].get("max_length") or [float("nan")]),
+        # generation cost per decoding step: the same work on both sides whatever lengths were drawn
+        "gen_ms_per_decode_step": statistics.median(
+            [1000 * g / max(m, 1) for g, m in zip(per_step("gen_s"), per_step("max_length"))] or [float("nan")]),
         "mixed": statistics.mean(per_step("mixed") or runs[0]["mixed"]),
         "reward": statistics.mean(per_step("reward") or runs[0]["reward"]),
     }
@@ -204,7 +207,7 @@ def markdown(report: dict) -> str:
             f"| **{m[f'rss_vs_{ref}']:.2f}** | {default[0]} | {default[1]} | {m['mixed']:.2f} / {res[ref]['mixed']:.2f} "
             f"| {m['repeats']} x {m['steps']} |")
     head = ("| shape | arm | s/step (spread) | gen s | logp s | update s | compl/s | gen tok/s | peak RSS MB "
-            "| mean len | max len | mixed | runs x steps |")
+            "| mean len | max len | gen ms / decoding step | mixed | runs x steps |")
     lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
     for name, res in report["results"].items():
         for fw in [f for f in ("mmrlvr", "trl_nogc", "trl", "bare") if f in res]:
@@ -212,7 +215,8 @@ def markdown(report: dict) -> str:
             lines.append(
                 f"| {name} | {fw} | {x['s_per_step']:.3f} ({x['spread'][0]:.3f}-{x['spread'][1]:.3f}) | {x['gen_s']:.3f} "
                 f"| {x['logprob_s']:.3f} | {x['update_s']:.3f} | {x['completions_per_s']:.1f} | {x['gen_tokens_per_s']:.0f} "
-                f"| {x['peak_rss_mb']:.0f} | {x['mean_length']:.1f} | {x.get('max_length', float('nan')):.1f} | {x['mixed']:.2f} "
+                f"| {x['peak_rss_mb']:.0f} | {x['mean_length']:.1f} | {x.get('max_length', float('nan')):.1f} "
+                f"| {x.get('gen_ms_per_decode_step', float('nan')):.1f} | {x['mixed']:.2f} "
                 f"| {x['repeats']} x {x['steps']} |")
     return "\n".join(lines)
 
