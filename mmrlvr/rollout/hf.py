@@ -226,11 +226,9 @@ class HFRolloutEngine:
 
         recorder = SampledLogprobs(1.0 if greedy else sampling.temperature)
         inputs = model_kwargs(prompt_inputs, device)
-        shared = getattr(sampling, "shared_prefill", True) and why_not_shared(
-            self.model, inputs, group_size, self.suppress_ids) is None
         was_training = self.model.training
         self.model.eval()
-        if shared:  # each prompt's forward once; generate continues B*G rows from the repeated cache
+        if sampling.shared_prefill and why_not_shared(self.model, inputs, group_size > 1, self.suppress_ids) is None:  # each prompt's forward once; generate continues B*G rows from the repeated cache
             inputs = prefill_once(self.model, inputs, group_size)
             gen_config.num_return_sequences = 1
         torch.manual_seed(seed)  # after the prefill: the draws are generate's alone either way

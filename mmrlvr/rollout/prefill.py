@@ -8,8 +8,8 @@ cache and the model's per-batch position state are repeated G times, and `genera
 from the cache: it processes the last prompt token for every row and samples as before, so the
 random draws are the same ones in the same order. What changes is the floating-point grouping of
 the prompt's forward (B rows instead of B x G): logits move by ~1e-6 and the sampled tokens stay
-the same (tests/models/test_family_prefill.py checks every tiny family). vLLM does the same with
-its prefix cache; `rollout.shared_prefill=false` gives generate's own prefill back.
+the same (tests/models/test_family_prefill.py checks every tiny family). vLLM can do the same
+with its prefix cache; `rollout.shared_prefill=false` gives generate's own prefill back.
 """
 
 from __future__ import annotations
@@ -31,14 +31,18 @@ def cache_kwarg(model) -> str:
     return "cache" if "cache" in inspect.signature(base_model(model).forward).parameters else "past_key_values"
 
 
-def why_not_shared(model, inputs: dict, group_size: int, never_sampled: list[int]) -> str | None:
-    """None when the prompts' prefill can be shared; otherwise the reason generate's own is used.
+def why_not_shared(model, inputs: dict, repeated: bool, never_sampled) -> str | None:
+    """None when each prompt's forward can run once for its rows (rollout and learner alike);
+    otherwise the reason the joined / generate's own forward is used.
 
-    inputs: the (B, L) processor outputs of the B prompts (left padded)."""
-    if group_size < 2:
-        return "one completion per prompt"
+    inputs: the (U, L) left-padded prompts. repeated: some prompt has more than one row.
+    never_sampled: the media token ids (the rows that continue from the cache carry no media)."""
+    if not repeated:
+        return "no prompt repeated"
     if params_sharded(model):
         return "sharded parameters (each forward is a collective every rank must run)"
+    if base_model(model).training and _checkpointed(base_model(model)):
+        return "gradient checkpointing (checkpointed layers drop the cache)"
     if not model_adapter(model).shared_prefill:
         return f"the {model_adapter(model).model_type} family is not checked for it"
     ids, mask = inputs["input_ids"], inputs.get("attention_mask")
@@ -46,9 +50,15 @@ def why_not_shared(model, inputs: dict, group_size: int, never_sampled: list[int
         return "prompts of one token"
     if mask is not None and not bool(mask[:, -1].all()):
         return "prompts padded on the right"
-    if bool(torch.isin(ids[:, -1], torch.tensor(never_sampled, dtype=ids.dtype, device=ids.device)).any()):
+    if bool(torch.isin(ids[:, -1], torch.tensor(list(never_sampled), dtype=ids.dtype, device=ids.device)).any()):
         return "a prompt ending in a media token"
     return None
+
+
+def _checkpointed(model) -> bool:
+    """Gradient checkpointing on in any layer (what transformers' `is_activation_checkpointing`
+    reads; that name is from 5.2x, the vLLM job's 5.19 has only the one 5.24 deprecates)."""
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
 
 
 def prompt_cache(module, inputs: dict, rows: torch.Tensor):

@@ -8,9 +8,9 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import join_prompt_completion, select_rows  # noqa: F401 (join_prompt_completion: re-exported)
-from mmrlvr.models.wrapping import base_model, params_sharded, unwrap
+from mmrlvr.models.wrapping import base_model, unwrap
 from mmrlvr.models.adapters import features_per_row, model_adapter
-from mmrlvr.rollout.prefill import prompt_cache
+from mmrlvr.rollout.prefill import prompt_cache, why_not_shared
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
           ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
@@ -147,7 +147,7 @@ def completion_logprobs(
     the rows so that those (n, T, V) logits stay bounded. `prompt_once`: each distinct prompt's
     forward once (`prompt_once_logits`) where the rows and the model allow it."""
     if prompt_once:
-        logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask)
+        logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids)
         if logits is not None:
             return logits_to_logprobs(logits, completion_ids.to(logits.device), temperature, suppress_ids,
                                       with_entropy, entropy_grad=entropy_grad)
@@ -163,14 +163,8 @@ def completion_logprobs(
     return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy, entropy_grad=entropy_grad)
 
 
-def _checkpointed(model) -> bool:
-    """Gradient checkpointing on in any layer (what transformers' `is_activation_checkpointing`
-    reads; that name is from 5.2x, the vLLM job's 5.19 has only the one 5.24 deprecates)."""
-    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
-
-
 def prompt_once_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,
-                       completion_mask: torch.Tensor) -> torch.Tensor | None:
+                       completion_mask: torch.Tensor, media_ids: Sequence[int] = ()) -> torch.Tensor | None:
     """(N, T, V) logits of the completion positions with each distinct prompt's forward run once.
 
     Rows of a group repeat one prompt, and a causal model's prompt positions never see the
@@ -180,26 +174,25 @@ def prompt_once_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,
     rows, as with G separate copies), and one forward of (last prompt token + completion) per row
     finishes it.
     Same math as one forward of the joined rows; the floating-point grouping differs (log-probs
-    move by ~1e-6). None where it does not apply: rows without their prompt index (`_base`), no
-    prompt repeated, a family not checked for it, gradient checkpointing (it drops the cache),
-    sharded parameters (each forward is a collective: ranks must run the same forwards), or
-    prompts whose last token is padding. The prompts' forward goes to the model under DDP's
+    move by ~1e-6). None where it does not apply: rows without their prompt index (`_base`), or
+    a reason of `mmrlvr.rollout.prefill.why_not_shared` (no prompt repeated, sharded parameters,
+    gradient checkpointing, a family not checked, prompts ending in padding or in one of
+    `media_ids`). The prompts' forward goes to the model under DDP's
     wrapper, so each micro-batch still runs one DDP forward on every rank (DDP syncs its buffers
     in each one); the gradient reaches DDP's hooks through the same backward.
     """
     if "_base" not in prompt_inputs:
         return None
     inner = base_model(model)
-    adapter = model_adapter(inner)
     rows = list(prompt_inputs["_row_prompt"])
     uniq = sorted(set(rows))
-    if (len(uniq) == len(rows) or not adapter.shared_prefill or _checkpointed(inner) or params_sharded(inner)
-            or prompt_inputs["input_ids"].shape[1] < 2 or not bool(prompt_inputs["attention_mask"][:, -1].all())):
+    if why_not_shared(inner, prompt_inputs, len(uniq) < len(rows), media_ids) is not None:
         return None
     device = next(inner.parameters()).device
     base = {k: (v.to(device) if isinstance(v, torch.Tensor) else v)
             for k, v in select_rows(prompt_inputs["_base"], uniq).items() if not k.startswith("_")}
-    index = torch.tensor([uniq.index(r) for r in rows], device=device)
+    slot = {p: i for i, p in enumerate(uniq)}
+    index = torch.tensor([slot[r] for r in rows], device=device)
     cache, name = prompt_cache(unwrap(model), base, index)
     ids = prompt_inputs["input_ids"].to(device)
     completion_ids, completion_mask = completion_ids.to(device), completion_mask.to(device)

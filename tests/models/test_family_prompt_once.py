@@ -72,8 +72,17 @@ def test_where_the_joined_forward_is_kept(tiny):
     one_each = select_rows(rows, [0, 3, 6])  # no prompt repeated: nothing to share
     assert lpmod.prompt_once_logits(model, one_each, ids[[0, 3, 6]], mask[[0, 3, 6]]) is None
     assert lpmod.prompt_once_logits(model, out.prompt_inputs, ids[:3], mask[:3]) is None  # no prompt index
+    # a prompt ending in a media token: its features would be lost with the cut last token
+    last = int(rows["input_ids"][0, -1])
+    assert lpmod.prompt_once_logits(model, rows, ids, mask, media_ids=[last]) is None
     model.gradient_checkpointing_enable()
-    try:  # checkpointed layers drop the cache
+    model.train()
+    try:  # checkpointed layers drop the cache (they checkpoint only in training mode)
         assert lpmod.prompt_once_logits(model, rows, ids, mask) is None
+        model.eval()  # a rollout under checkpointing still shares its prefill
+        assert lpmod.why_not_shared(model, out.prompt_inputs, True, engine.suppress_ids) is None
+        out_ckpt = engine.rollout(mixed_prompts("image"), G, RolloutConfig(max_new_tokens=4), seed=0)
+        assert torch.equal(out_ckpt.completion_ids, out.completion_ids)
     finally:
         model.gradient_checkpointing_disable()
+        model.eval()

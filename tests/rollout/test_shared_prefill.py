@@ -87,14 +87,14 @@ def test_when_generate_keeps_its_own_prefill(tiny):
     engine = HFRolloutEngine(model, processor)
     ok = {"input_ids": torch.tensor([[5, 6, 7], [0, 6, 7]]), "attention_mask": torch.tensor([[1, 1, 1], [0, 1, 1]])}
     media = engine.suppress_ids[0]
-    assert why_not_shared(model, ok, 2, engine.suppress_ids) is None
-    assert "one completion" in why_not_shared(model, ok, 1, engine.suppress_ids)
+    assert why_not_shared(model, ok, True, engine.suppress_ids) is None
+    assert "no prompt repeated" in why_not_shared(model, ok, False, engine.suppress_ids)
     right = {**ok, "attention_mask": torch.tensor([[1, 1, 1], [1, 1, 0]])}
-    assert "right" in why_not_shared(model, right, 2, engine.suppress_ids)
+    assert "right" in why_not_shared(model, right, True, engine.suppress_ids)
     ends_in_media = {**ok, "input_ids": torch.tensor([[5, 6, 7], [0, 6, media]])}
-    assert "media" in why_not_shared(model, ends_in_media, 2, engine.suppress_ids)
+    assert "media" in why_not_shared(model, ends_in_media, True, engine.suppress_ids)
     one = {"input_ids": torch.tensor([[5], [6]]), "attention_mask": torch.tensor([[1], [1]])}
-    assert "one token" in why_not_shared(model, one, 2, engine.suppress_ids)
+    assert "one token" in why_not_shared(model, one, True, engine.suppress_ids)
 
 
 def test_a_family_not_checked_for_it_uses_generates_prefill(tiny, monkeypatch):
@@ -108,4 +108,4 @@ def test_a_family_not_checked_for_it_uses_generates_prefill(tiny, monkeypatch):
                     images=(img,))
     out = engine.rollout([sample], 3, RolloutConfig(max_new_tokens=4), seed=0)
     assert calls == [] and out.completion_ids.shape[0] == 3
-    assert "not checked" in why_not_shared(model, {"input_ids": torch.tensor([[1, 2]])}, 3, engine.suppress_ids)
+    assert "not checked" in why_not_shared(model, {"input_ids": torch.tensor([[1, 2]])}, True, engine.suppress_ids)
