@@ -128,6 +128,11 @@ def test_each_prompt_once_reproduces_the_recorded_numbers_to_rounding(tmp_path, 
     got = _run(preset, tmp_path / preset, prompt_once=True)
     _compare(ref, got, MULTI_UPDATE_TOL)
     assert [r.get("rollout/mean_length") for r in got["metrics"]] == [r.get("rollout/mean_length") for r in ref["metrics"]]
+    # the longest completion of each step: an integer between the mean and the cap (8 tokens)
+    steps = [r for r in got["metrics"] if "rollout/mean_length" in r]
+    assert all(float(r["rollout/max_length"]).is_integer() and r["rollout/mean_length"] <= r["rollout/max_length"] <= 8
+               for r in steps)
+    assert any(r["rollout/mean_length"] < r["rollout/max_length"] for r in steps)  # mixed lengths were drawn
 
 
 if __name__ == "__main__":  # record the fixture from the current code

@@ -75,6 +75,15 @@ def test_where_the_joined_forward_is_kept(tiny):
     # a prompt ending in a media token: its features would be lost with the cut last token
     last = int(rows["input_ids"][0, -1])
     assert lpmod.prompt_once_logits(model, rows, ids, mask, media_ids=[last]) is None
+    calls = []  # the learner passes its suppressed (media) ids on: one joined forward, not two
+    handle = model.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        completion_logprobs(model, rows, ids, mask, suppress_ids=[last], prompt_once=True)
+        assert len(calls) == 1
+        completion_logprobs(model, rows, ids, mask, suppress_ids=engine.suppress_ids, prompt_once=True)
+        assert len(calls) == 3
+    finally:
+        handle.remove()
     model.gradient_checkpointing_enable()
     model.train()
     try:  # checkpointed layers drop the cache (they checkpoint only in training mode)

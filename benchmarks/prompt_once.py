@@ -1,0 +1,98 @@
+"""Each prompt once per group, on and off, on vs_trl.py's shapes and warm starts.
+
+    python benchmarks/prompt_once.py [--repeats 6] [--shapes G8_tok32_px112,...]
+
+Rollout: `HFRolloutEngine.rollout` of one batch with `rollout.shared_prefill` false (generate's own
+prefill of G copies) and true, same prompts and seeds, alternating. Learner: forward + backward of
+the completion log-probs of that batch with `prompt_once` false (one joined forward) and true.
+Medians after one warm-up repeat; one torch thread. Warm starts are vs_trl.py's (built once
+under --work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from vs_trl import SHAPES, warm_for  # noqa: E402
+from vs_trl_arms import _samples, load_bench_config, prompts  # noqa: E402
+
+DEFAULT = "G4_tok32_px112,G8_tok32_px112,G16_tok32_px112,G8_tok32_px448,video8_G8_tok16,cot_G8_tok128_px112"
+
+
+def _median_after_warmup(xs: list[float]) -> float:
+    return statistics.median(xs[1:])
+
+
+def measure(name: str, warm: Path, repeats: int) -> dict:
+    from mmrlvr.data.collate import repeat_prompts
+    from mmrlvr.models.load import load_policy
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.train.logprobs import completion_logprobs
+
+    shape = {**SHAPES[name], "name": name}
+    cfg = load_bench_config(shape, warm, repeats, Path("runs/bench_prompt_once") / name)
+    model, processor = load_policy(dataclasses.replace(cfg.model, path=str(warm)))
+    b, g = prompts(shape), shape["group"]
+    samples = _samples(cfg, b * repeats)
+    engine = HFRolloutEngine(model, processor)
+    roll: dict = {False: [], True: []}
+    for i in range(repeats):
+        for on in (False, True):
+            t0 = time.perf_counter()
+            engine.rollout(samples[i * b:(i + 1) * b], g, dataclasses.replace(cfg.rollout, shared_prefill=on), seed=i)
+            roll[on].append(time.perf_counter() - t0)
+    out = engine.rollout(samples[:b], g, cfg.rollout, seed=0)
+    inputs, ids, mask = repeat_prompts(out.prompt_inputs, g), out.completion_ids, out.completion_mask
+    model.train()
+    learn: dict = {False: [], True: []}
+    for _ in range(repeats):
+        for on in (False, True):
+            model.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            lp, _ = completion_logprobs(model, inputs, ids, mask, temperature=cfg.rollout.temperature,
+                                        suppress_ids=engine.suppress_ids, prompt_once=on)
+            (lp * mask).sum().backward()
+            learn[on].append(time.perf_counter() - t0)
+    r_off, r_on = _median_after_warmup(roll[False]), _median_after_warmup(roll[True])
+    l_off, l_on = _median_after_warmup(learn[False]), _median_after_warmup(learn[True])
+    return {"rollout_s": {"off": r_off, "on": r_on}, "rollout_speedup": r_off / r_on,
+            "learner_s": {"off": l_off, "on": l_on}, "learner_speedup": l_off / l_on, "rows": b * g,
+            "mean_length": float(mask.sum(1).float().mean())}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--shapes", default=DEFAULT)
+    ap.add_argument("--work", default="runs/bench_vs_trl")
+    ap.add_argument("--out", default="benchmarks/results/prompt_once.json")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    names = args.shapes.split(",")
+    unknown = [n for n in names if n not in SHAPES]
+    if unknown:
+        raise SystemExit(f"--shapes: unknown shape(s) {unknown}; known: {', '.join(SHAPES)}")
+    results = {}
+    print("| shape | rollout off s | on s | speed-up | learner fwd+bwd off s | on s | speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        r = results[name] = measure(name, warm_for(Path(args.work), SHAPES[name]["warm"]), args.repeats)
+        print(f"| {name} | {r['rollout_s']['off']:.3f} | {r['rollout_s']['on']:.3f} | {r['rollout_speedup']:.2f}x "
+              f"| {r['learner_s']['off']:.3f} | {r['learner_s']['on']:.3f} | {r['learner_speedup']:.2f}x |", flush=True)
+    Path(args.out).write_text(json.dumps({"settings": vars(args), "results": results}, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
