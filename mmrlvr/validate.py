@@ -57,6 +57,7 @@ RULES: list[Rule] = [
     Rule("rollout.top_p", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
     Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
     Rule("rollout.engine", one_of("hf", "vllm"), "hf or vllm"),
+    Rule("rollout.sampler", one_of("inverse_cdf", "multinomial"), "inverse_cdf or multinomial"),
     Rule("rollout.vllm_gpu_memory_utilization", lambda v: _num(v) and 0 < v < 1, "a number in (0, 1)"),
     Rule("rollout.vllm_max_model_len", at_least(1), "an integer >= 1"),
     Rule("rollout.vllm_max_num_batched_tokens", at_least(1), "an integer >= 1 (or null)"),

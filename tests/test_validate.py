@@ -48,6 +48,7 @@ CASES = [
     ("train.lr=.nan", "train.lr=nan: expected a finite number > 0"),
     ("rollout.temperature=0", "rollout.temperature=0.0: expected a finite number > 0"),
     ("rollout.top_p=1.5", "rollout.top_p=1.5: expected a number in (0, 1]"),
+    ("rollout.sampler=gumbel", "rollout.sampler='gumbel': expected inverse_cdf or multinomial"),
     ("threads=0", "threads=0: expected an integer >= 1"),
     ("rollout.max_new_tokens=0", "rollout.max_new_tokens=0: expected an integer >= 1"),
     ("verifier_timeout=-1", "verifier_timeout=-1.0: expected a finite number of seconds > 0"),

@@ -9,10 +9,11 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.collate import encode_prompts, model_kwargs
+from mmrlvr.data.collate import encode_prompts, model_kwargs, repeat_prompts
 from mmrlvr.models.wrapping import base_model, params_sharded
 from mmrlvr.models.adapters import QWEN_MEDIA_TOKENS, adapter_for, model_adapter
 from mmrlvr.rollout.prefill import prefill_once, why_not_shared
+from mmrlvr.rollout.sampler import sampling_processors
 from mmrlvr.types import Completion, Sample
 
 VISION_TOKENS = QWEN_MEDIA_TOKENS
@@ -80,7 +81,9 @@ def overridden_generation_fields(generation_config, sampling) -> dict:
 
 def sampling_config(sampling, *, group_size: int, max_new_tokens: int, stop_ids: list[int], pad_id: int,
                     suppress_ids: list[int], greedy: bool = False):
-    """The complete GenerationConfig rollouts sample from: nothing else is inherited.
+    """The complete GenerationConfig rollouts sample from: nothing else is inherited. With
+    `sampling.sampler` inverse_cdf it is generate's greedy loop and the rollout adds
+    `sampler.sampling_processors` (the same temperature, top-k and top-p, then the draw).
 
     Sampled: softmax(logits / temperature) with `suppress_ids` at -inf, restricted by top-k/top-p
     when set. The training log-probs reproduce temperature and suppression; the PPO ratio is taken
@@ -90,16 +93,18 @@ def sampling_config(sampling, *, group_size: int, max_new_tokens: int, stop_ids:
     from transformers import GenerationConfig
 
     kw = dict(
-        max_new_tokens=max_new_tokens, num_return_sequences=group_size, eos_token_id=stop_ids,
+        max_new_tokens=max_new_tokens, eos_token_id=stop_ids,
         pad_token_id=pad_id, suppress_tokens=list(suppress_ids) or None, use_cache=True,
         **{k: v for k, v in _NEUTRAL.items() if v is not None},
     )
-    if greedy:
+    if greedy or sampling.sampler == "inverse_cdf":
+        # inverse_cdf: generate's greedy loop; `sampling_processors` temper, cut and draw (sampler.py).
+        # The greedy loop refuses num_return_sequences > 1: the caller passes the G rows.
         return GenerationConfig(do_sample=False, **kw)
     # top_k=0 and top_p=1.0 are explicit: unset fields fall back to transformers' global defaults
     # (top_k=50), which would sample from another distribution.
     return GenerationConfig(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k,
-                            top_p=sampling.top_p, **kw)
+                            top_p=sampling.top_p, num_return_sequences=group_size, **kw)
 
 
 def synced_generation(model) -> bool:
@@ -225,16 +230,20 @@ class HFRolloutEngine:
         from transformers import LogitsProcessorList
 
         recorder = SampledLogprobs(1.0 if greedy else sampling.temperature)
+        draw = [] if greedy or sampling.sampler != "inverse_cdf" else sampling_processors(sampling)
         inputs = model_kwargs(prompt_inputs, device)
         was_training = self.model.training
         self.model.eval()
         if sampling.shared_prefill and why_not_shared(self.model, inputs, group_size > 1, self.suppress_ids) is None:  # each prompt's forward once; generate continues B*G rows from the repeated cache
             inputs = prefill_once(self.model, inputs, group_size)
             gen_config.num_return_sequences = 1
+        elif not gen_config.do_sample and group_size > 1:  # the greedy loop takes no num_return_sequences: G rows here
+            inputs = model_kwargs(repeat_prompts(prompt_inputs, group_size), device)
+            gen_config.num_return_sequences = 1
         torch.manual_seed(seed)  # after the prefill: the draws are generate's alone either way
         with _only(self.model, gen_config):
             out = self.model.generate(**inputs, generation_config=gen_config,
-                                      logits_processor=LogitsProcessorList([recorder]),
+                                      logits_processor=LogitsProcessorList([recorder, *draw]),
                                       synced_gpus=synced_generation(self.model))
         if was_training:
             self.model.train()

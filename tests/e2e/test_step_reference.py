@@ -45,12 +45,14 @@ Measured against the recorded values after 10 steps: at most 1.4e-5 absolute (da
 weights within 7e-8 relative."""
 
 
-def _args(preset: str, out: Path, prompt_once: bool = False) -> list[str]:
-    """The reference pins the joined-row forward (`train.prompt_once=false`); each prompt's forward
-    once is the same math grouped differently and is compared within `MULTI_UPDATE_TOL` below."""
+def _args(preset: str, out: Path, prompt_once: bool = False, sampler: str = "multinomial") -> list[str]:
+    """The reference pins the joined-row forward (`train.prompt_once=false`) and transformers' own
+    draw (`rollout.sampler=multinomial`). Each prompt's forward once is the same math grouped
+    differently and is compared within `MULTI_UPDATE_TOL` below; the default inverse-CDF draw
+    samples other tokens from the same distribution."""
     fn = "even_length_odd_ids" if preset == "dapo" else "even_length"
     args = [*SMALL, f"algo.algorithm={preset}", f"rewards=[{{verifier: {USER}:{fn}}}]", f"output_dir={out}",
-            f"train.prompt_once={str(prompt_once).lower()}"]
+            f"train.prompt_once={str(prompt_once).lower()}", f"rollout.sampler={sampler}"]
     if preset == "dapo":
         args.append("algo.max_rounds=2")
     return args
@@ -72,11 +74,11 @@ def _record(run: Path) -> dict:
     return {"metrics": kept, "weights_sha256": digest.hexdigest(), "weights_sum": total}
 
 
-def _run(preset: str, out: Path, prompt_once: bool = False) -> dict:
+def _run(preset: str, out: Path, prompt_once: bool = False, sampler: str = "multinomial", extra: tuple = ()) -> dict:
     from mmrlvr.config import load_config
     from mmrlvr.train.loop import train
 
-    train(load_config(ROOT / "configs/quickstart.yaml", _args(preset, out, prompt_once)))
+    train(load_config(ROOT / "configs/quickstart.yaml", [*_args(preset, out, prompt_once, sampler), *extra]))
     return _record(out)
 
 
@@ -133,6 +135,25 @@ def test_each_prompt_once_reproduces_the_recorded_numbers_to_rounding(tmp_path, 
     assert all(float(r["rollout/max_length"]).is_integer() and r["rollout/mean_length"] <= r["rollout/max_length"] <= 8
                for r in steps)
     assert any(r["rollout/mean_length"] < r["rollout/max_length"] for r in steps)  # mixed lengths were drawn
+
+
+@pytest.mark.slow
+def test_the_default_sampler_draws_other_tokens_on_policy(tmp_path):
+    """The default run (inverse-CDF draw, each prompt once) against the reference: the greedy
+    evaluation before RL is the same, the sampled lengths are not (the setting takes effect), and
+    the log-probs recorded while drawing are the learner's for the drawn tokens (the correction's
+    drift statistics, switched on to be reported, are float rounding)."""
+    ref = json.loads(FIXTURE.read_text())["grpo"]
+    got = _run("grpo", tmp_path / "grpo", prompt_once=True, sampler="inverse_cdf",
+               extra=("algo.rollout_correction=token_tis",))
+    assert got["metrics"][0] == ref["metrics"][0]  # step 0: greedy evaluation, no draw
+    steps = [r for r in got["metrics"] if "rollout/mean_length" in r]
+    assert len(steps) == 10
+    assert [r["rollout/mean_length"] for r in steps] != [r.get("rollout/mean_length") for r in ref["metrics"][1:11]]
+    for r in steps:
+        assert abs(r["rollout_correction/kl_k1"]) < 1e-5 and r["rollout_correction/weight_mean"] == pytest.approx(1.0, abs=1e-5)
+        assert r["rollout_correction/ppl_sampler"] == pytest.approx(r["rollout_correction/ppl_learner"], rel=1e-5)
+        assert 0.0 <= r["reward/mean"] <= 1.0 and r["rollout/mean_length"] <= r["rollout/max_length"] <= 8
 
 
 if __name__ == "__main__":  # record the fixture from the current code

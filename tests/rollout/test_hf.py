@@ -31,10 +31,11 @@ def test_groups_contiguous_and_vision_tokens_never_sampled(tiny):
 
 
 def test_generate_logprobs_equal_teacher_forced_forward(tiny):
-    """Sampled tokens' log-probs from generate's own logits == one teacher-forced forward."""
+    """Sampled tokens' log-probs from generate's own logits == one teacher-forced forward
+    (`sampler=multinomial`: the tokens are `generate(do_sample=True)`'s own draws)."""
     model, processor = tiny
     engine = HFRolloutEngine(model, processor)
-    rc = RolloutConfig(max_new_tokens=12, temperature=0.9)
+    rc = RolloutConfig(max_new_tokens=12, temperature=0.9, sampler="multinomial")
     out = engine.rollout(_samples(), 4, rc, seed=1)
     lp, _ = completion_logprobs(model, repeat_prompts(out.prompt_inputs, 4), out.completion_ids,
                                 out.completion_mask, temperature=0.9, suppress_ids=engine.suppress_ids)
@@ -140,7 +141,7 @@ def test_sampler_logprobs_always_come_back_and_match_generates_scores(tiny):
     processed scores (temperature 0.7, suppressed ids at -inf) on every sampled token, 0 on padding."""
     model, processor = tiny
     engine = HFRolloutEngine(model, processor)
-    rc = RolloutConfig(max_new_tokens=10, temperature=0.7)
+    rc = RolloutConfig(max_new_tokens=10, temperature=0.7, sampler="multinomial")  # generate's own draw below
     # the untrained tiny model never stops by itself: make its most frequent token a stop token too,
     # so completions end at different lengths and there is padding after them
     first = engine.rollout(_samples(), 3, rc, seed=5).completion_ids
