@@ -65,7 +65,7 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
     lp, ent = completion_logprobs(
         model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows, :t], mask[:, :t],
         temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
-        entropy_grad=entropy_grad, prompt_once=cfg.train.prompt_once,
+        entropy_grad=entropy_grad, prompt_once=cfg.train.prompt_once, chunked_head=cfg.train.chunked_head,
     )
     if t < t_all:
         lp = F.pad(lp, (0, t_all - t))

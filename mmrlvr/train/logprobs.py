@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Sequence
 
@@ -11,6 +12,7 @@ from mmrlvr.data.collate import join_prompt_completion, select_rows  # noqa: F40
 from mmrlvr.models.wrapping import base_model, unwrap
 from mmrlvr.models.adapters import features_per_row, model_adapter
 from mmrlvr.rollout.prefill import prompt_cache, why_not_shared
+from mmrlvr.train.head import head_logprobs, kept_head_input, output_layer, why_not_chunked
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
           ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
@@ -140,17 +142,30 @@ def completion_logprobs(
     with_entropy: bool = False,
     entropy_grad: bool = True,
     prompt_once: bool = False,
+    chunked_head: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(N, T) log-probs (and entropies) of the completion tokens given their prompts.
 
     Only the completion positions' logits are computed (`logits_to_keep`); callers micro-batch
     the rows so that those (n, T, V) logits stay bounded. `prompt_once`: each distinct prompt's
-    forward once (`prompt_once_logits`) where the rows and the model allow it."""
-    if prompt_once:
-        logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids)
-        if logits is not None:
-            return logits_to_logprobs(logits, completion_ids.to(logits.device), temperature, suppress_ids,
-                                      with_entropy, entropy_grad=entropy_grad)
+    forward once (`prompt_once_logits`) where the rows and the model allow it. `chunked_head`:
+    the output layer runs in blocks of positions recomputed in the backward, so the (n, T, V)
+    logits never exist (`mmrlvr.train.head`), where they exceed one block of `CHUNK_ELEMENTS`."""
+    t = completion_ids.shape[1]
+    head = output_layer(model) if chunked_head and why_not_chunked(model, completion_ids.numel(), CHUNK_ELEMENTS) is None else None
+    with kept_head_input(head) if head is not None else contextlib.nullcontext() as kept:
+        logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids) if prompt_once else None
+        if logits is None:
+            logits = _joined_logits(model, prompt_inputs, completion_ids, completion_mask)
+    targets = completion_ids.to(logits.device)
+    if kept is not None:
+        return head_logprobs(head, kept["hidden"][:, :t], targets, temperature, suppress_ids, with_entropy,
+                             entropy_grad, CHUNK_ELEMENTS)
+    return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy, entropy_grad=entropy_grad)
+
+
+def _joined_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """(N, T, V) completion logits from one forward of the joined prompt + completion rows."""
     kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask, next(model.parameters()).device)
     shared = shared_media_outputs(model, prompt_inputs)
     if shared:
@@ -158,9 +173,7 @@ def completion_logprobs(
             kw.pop(key, None)  # the grids stay: they place the media in the 3-D positions
         kw["mm_encoder_outputs"] = shared
     t = completion_ids.shape[1]
-    logits = model(**kw, logits_to_keep=t + 1, use_cache=False).logits[:, :t]
-    targets = completion_ids.to(logits.device)
-    return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy, entropy_grad=entropy_grad)
+    return model(**kw, logits_to_keep=t + 1, use_cache=False).logits[:, :t]
 
 
 def prompt_once_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,
