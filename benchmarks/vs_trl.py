@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from vs_trl_arms import LR, child_bare, child_mmrlvr, child_trl, prompts  # noqa: E402
+from vs_trl_arms import LR, child_bare, child_floor, child_mmrlvr, child_trl, prompts  # noqa: E402
 
 VOCAB = 151_936
 IMG = {"config": "configs/quickstart.yaml", "group": 8, "max_new": 32, "px": 112, "warm": "."}
@@ -129,6 +129,8 @@ def _child(fw: str, warm: Path, shape: dict, steps: int, out: Path) -> dict:
         return child_mmrlvr(warm, shape, steps, out)
     if fw == "bare":
         return child_bare(warm, shape, steps, out)
+    if fw == "floor":
+        return child_floor(warm, shape, steps, out)
     return child_trl(warm, shape, steps, out, None if fw == "trl" else False)
 
 
@@ -181,6 +183,12 @@ def _summarise(fw: str, shape: dict, runs: list[dict]) -> dict:
     }
 
 
+def rss_above_floor(mine: float, other: float, floor: float) -> float:
+    """Peak RSS above what every arm holds before its first step (imports, model, one batch):
+    the memory each framework's own code adds, as a ratio."""
+    return (mine - floor) / max(other - floor, 1e-9)
+
+
 COLS = [("shape", "shape", ""), ("framework", "framework", ""), ("s_per_step", "s/step", ".3f"),
         ("gen_s", "gen s", ".3f"), ("logprob_s", "logp s", ".3f"), ("update_s", "update s", ".3f"),
         ("completions_per_s", "compl/s", ".1f"), ("gen_tokens_per_s", "gen tok/s", ".0f"),
@@ -195,17 +203,19 @@ def markdown(report: dict) -> str:
     equal settings (TRL without checkpointing, or the bare loop for video), then TRL's default;
     then every arm's seconds by phase, throughput and memory. spread = the repeats' medians."""
     head = ("| shape | mmrlvr s/step | equal settings: TRL no-GC (or bare) s/step | **speed-up** | **peak RSS ratio** "
-            "| TRL default (GC) s/step | speed-up vs default | mixed groups mmrlvr / other | runs x steps |")
+            "| floor MB | RSS above the floor, ratio | TRL default (GC) s/step | speed-up vs default "
+            "| mixed groups mmrlvr / other | runs x steps |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, res in report["results"].items():
         m = res["mmrlvr"]
         ref = "trl_nogc" if "trl_nogc" in res else "bare"
         d = res.get("trl")
         default = (f"{d['s_per_step']:.3f}", f"{m['speedup_vs_trl']:.2f}x") if d else ("-", "-")
+        floor = (f"{m['floor_rss_mb']:.0f}", f"{m[f'rss_above_floor_vs_{ref}']:.2f}") if "floor_rss_mb" in m else ("-", "-")
         lines.append(
             f"| {name} | {m['s_per_step']:.3f} | {res[ref]['s_per_step']:.3f} ({ref}) | **{m[f'speedup_vs_{ref}']:.2f}x** "
-            f"| **{m[f'rss_vs_{ref}']:.2f}** | {default[0]} | {default[1]} | {m['mixed']:.2f} / {res[ref]['mixed']:.2f} "
-            f"| {m['repeats']} x {m['steps']} |")
+            f"| **{m[f'rss_vs_{ref}']:.2f}** | {floor[0]} | {floor[1]} | {default[0]} | {default[1]} "
+            f"| {m['mixed']:.2f} / {res[ref]['mixed']:.2f} | {m['repeats']} x {m['steps']} |")
     head = ("| shape | arm | s/step (spread) | gen s | logp s | update s | compl/s | gen tok/s | peak RSS MB "
             "| mean len | max len | gen ms / decoding step | mixed | runs x steps |")
     lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
@@ -293,9 +303,13 @@ def main() -> int:
                 print(f"{name} {fw} run {rep}: median {statistics.median(r['step_s'][1:]):.2f} s/step "
                       f"(gen {statistics.median(r['gen_s'][1:]):.2f}), mixed {statistics.mean(r['mixed']):.2f}", flush=True)
         per = {fw: _summarise(fw, shape, rs) for fw, rs in runs.items()}
+        floor = _run_child("floor", warms[name], shape, steps, work / f"{name}_floor")["peak_rss_mb"]
         for ref in [fw for fw in per if fw != "mmrlvr"]:
             per["mmrlvr"][f"speedup_vs_{ref}"] = per[ref]["s_per_step"] / per["mmrlvr"]["s_per_step"]
             per["mmrlvr"][f"rss_vs_{ref}"] = per["mmrlvr"]["peak_rss_mb"] / per[ref]["peak_rss_mb"]
+            per["mmrlvr"][f"rss_above_floor_vs_{ref}"] = rss_above_floor(per["mmrlvr"]["peak_rss_mb"],
+                                                                          per[ref]["peak_rss_mb"], floor)
+        per["mmrlvr"]["floor_rss_mb"] = floor
         rows += list(per.values())
         report["results"][name] = {"shape": shape, **per, "raw": runs}
         out.write_text(json.dumps(report, indent=1))  # every finished shape is kept

@@ -68,6 +68,21 @@ def child_mmrlvr(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------------- floor
+def child_floor(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
+    """What every arm holds before its first step, whatever the framework: torch and transformers
+    imported, the shape's policy and processor loaded, one step's prompts encoded. Peak RSS above
+    this is the framework's own (about 780 MB of it is imports: torch, transformers' modelling
+    code, torchvision, scipy, sympy)."""
+    from mmrlvr.data.collate import encode_prompts
+    from mmrlvr.models.load import load_policy
+
+    cfg = load_bench_config(shape, warm, steps, out_dir)
+    model, processor = load_policy(dataclasses.replace(cfg.model, path=str(warm)))
+    encode_prompts(processor, _samples(cfg, prompts(shape)))
+    return {"world": int(os.environ.get("WORLD_SIZE", 1))}
+
+
 # --------------------------------------------------------------------------------------------- TRL
 def _trl_prompt(sample) -> list[dict]:
     """mmrlvr's chat messages in TRL's conversational format (image placeholders stay)."""

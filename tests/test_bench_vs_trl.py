@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from vs_trl import _summarise, markdown  # noqa: E402
+from vs_trl import _summarise, markdown, rss_above_floor  # noqa: E402
 
 SHAPE = {"name": "s", "group": 4, "max_new": 32, "prompts": 2}
 
@@ -44,6 +44,10 @@ def test_readme_table_names_the_reference_arm_and_the_new_columns():
     m, ref = _summarise("mmrlvr", SHAPE, [a]), _summarise("trl_nogc", SHAPE, [t])
     m["speedup_vs_trl_nogc"], m["rss_vs_trl_nogc"] = ref["s_per_step"] / m["s_per_step"], 0.5
     text = markdown({"results": {"s": {"mmrlvr": m, "trl_nogc": ref}}})
-    assert "| s | 2.000 | 5.000 (trl_nogc) | **2.50x** | **0.50** | - | - |" in text
+    assert "| s | 2.000 | 5.000 (trl_nogc) | **2.50x** | **0.50** | - | - | - | - |" in text  # no floor measured
+    m["floor_rss_mb"], m["rss_above_floor_vs_trl_nogc"] = 800.0, rss_above_floor(900.0, 1300.0, 800.0)
+    assert m["rss_above_floor_vs_trl_nogc"] == pytest.approx(0.2)  # (900 - 800) / (1300 - 800)
+    text = markdown({"results": {"s": {"mmrlvr": m, "trl_nogc": ref}}})
+    assert "| s | 2.000 | 5.000 (trl_nogc) | **2.50x** | **0.50** | 800 | 0.20 | - | - |" in text
     assert "max len | gen ms / decoding step" in text
     assert "| 10.0 | 50.0 |" in text  # mmrlvr: max lengths 8, 12; 400/8 = 50 and 600/12 = 50 ms

@@ -58,7 +58,7 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
     """(len(rows), T) log-probs (and entropies) of some rows under `cfg.rollout.temperature`.
 
     The forward runs only up to the longest completion among these rows (a causal model's
-    earlier positions do not see the padding after it); the result is padded back to T with 0."""
+    earlier positions do not see the padding after it); the result is 0 on every padding position."""
     mask = batch.completion_mask[rows]
     t_all = mask.shape[1]
     t = max(1, int(mask.sum(1).max()))
@@ -67,6 +67,9 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
         temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
         entropy_grad=entropy_grad, prompt_once=cfg.train.prompt_once, chunked_head=cfg.train.chunked_head,
     )
+    keep = mask[:, :t].to(lp.device).bool()  # 0 on padding (rows shorter than the longest here): no one's values
+    lp = torch.where(keep, lp, torch.zeros_like(lp))
+    ent = torch.where(keep, ent, torch.zeros_like(ent)) if ent is not None else None
     if t < t_all:
         lp = F.pad(lp, (0, t_all - t))
         ent = F.pad(ent, (0, t_all - t)) if ent is not None else None

@@ -65,7 +65,7 @@ def test_stop_token_is_in_the_mask_and_nothing_after_it(stopping):
 def _batch(stopping, extra=()):
     model, processor, engine = stopping
     cfg = load_config(None, ["rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8",
-                             "train.max_grad_norm=1e9", *extra])
+                             "train.max_grad_norm=1e9", "rollout.sampler=multinomial", *extra])  # draws with both kinds of rows
     algo = resolve_algo(cfg.algo, 8)
     batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=1)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])

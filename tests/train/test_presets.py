@@ -28,6 +28,7 @@ def setup(tiny):
 
 def make_setup(model, processor):
     cfg = load_config(None, ["rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8",
+                             "rollout.sampler=multinomial",  # the draws the hand-set thresholds below were read from
                              "train.max_grad_norm=1e9"])
     engine = HFRolloutEngine(model, processor)
     batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(),
