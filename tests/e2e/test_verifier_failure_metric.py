@@ -40,7 +40,8 @@ def test_failed_frac_counts_the_groups_dynamic_sampling_drops(tmp_path):
     run = tmp_path / "run"
     plugin = f"rewards=[{{verifier: {ROOT / 'tests/e2e/user_verifier.py'}:breaks_on_even_ids}}]"
     train(load_config(ROOT / "configs/quickstart.yaml",
-                      [*SMALL[:-1], plugin, "algo.dynamic_sampling=true", "algo.max_rounds=2", f"output_dir={run}"]))
+                      [*SMALL[:-1], plugin, "algo.dynamic_sampling=true", "algo.max_rounds=2", f"output_dir={run}",
+                       "rollout.sampler=multinomial"]))  # draws that hold such a step (below)
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = {r["step"]: r for r in rows if "reward/mean" in r}
     quiet = []  # steps whose trained batch holds no failure
