@@ -42,6 +42,8 @@ def why_not_chunked(model, positions: int, chunk_elements: int) -> str | None:
     head = output_layer(inner)
     if type(head) is not torch.nn.Linear:
         return "the output layer is not a plain Linear (an adapter or a quantised layer on it)"
+    if hasattr(head, "_hf_hook"):
+        return "accelerate hooks on the output layer (offloaded weights live only inside its forward)"
     if positions * vocab_size(head) <= chunk_elements:
         return "the logits fit in one block"
     if params_sharded(inner):
@@ -55,9 +57,9 @@ def why_not_chunked(model, positions: int, chunk_elements: int) -> str | None:
 
 @contextlib.contextmanager
 def kept_head_input(head: torch.nn.Module):
-    """Within: `head(x)` keeps x in the yielded dict ("hidden", "forward": the real layer) and
-    returns an empty (..., 0) tensor, so the model's forward skips the vocabulary-wide matmul."""
-    kept: dict = {"forward": head.forward, "hidden": None}
+    """Within: `head(x)` keeps x in the yielded dict ("hidden") and returns an empty (..., 0)
+    tensor, so the model's forward skips the vocabulary-wide matmul."""
+    kept: dict = {"hidden": None}
     own = head.__dict__.get("forward")  # an instance-level forward (accelerate's hooks) is put back
 
     def keep(x, *args, **kwargs):

@@ -119,6 +119,10 @@ def test_where_whole_logits_are_kept(tiny, small_blocks, monkeypatch):
     finally:
         h.remove()
     assert calls == [v]
+    layer = headmod.output_layer(model)
+    monkeypatch.setattr(layer, "_hf_hook", object(), raising=False)
+    assert "accelerate hooks" in headmod.why_not_chunked(model, 100, BLOCK_POSITIONS * v)
+    monkeypatch.delattr(layer, "_hf_hook")
     monkeypatch.setattr(headmod, "params_sharded", lambda m: True)
     monkeypatch.setattr(text, "final_logit_softcapping", None)
     assert "sharded" in headmod.why_not_chunked(model, 100, BLOCK_POSITIONS * v)
