@@ -41,3 +41,33 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     lines = ["  ".join(h.rjust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in body]
     return "\n".join(lines)
+
+
+def median_after_warmup(xs: list[float]) -> float:
+    """The median of repeated timings, the first (warm-up) one dropped."""
+    import statistics
+
+    return statistics.median(xs[1:])
+
+
+def shape_ab_args(default_shapes: str, out: str):
+    """The command line of an on/off A/B over vs_trl.py's shapes: (args, shape names), the names
+    checked against vs_trl.SHAPES before anything heavy runs; one torch thread."""
+    import argparse
+
+    import torch
+
+    from vs_trl import SHAPES
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=6)
+    ap.add_argument("--shapes", default=default_shapes)
+    ap.add_argument("--work", default="runs/bench_vs_trl")
+    ap.add_argument("--out", default=out)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    names = args.shapes.split(",") if args.shapes else []
+    unknown = [n for n in names if n not in SHAPES]
+    if unknown:
+        raise SystemExit(f"--shapes: unknown shape(s) {unknown}; known: {', '.join(SHAPES)}")
+    return args, names

@@ -11,26 +11,20 @@ under --work).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
 
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import median_after_warmup, shape_ab_args  # noqa: E402
 from vs_trl import SHAPES, warm_for  # noqa: E402
 from vs_trl_arms import _samples, load_bench_config, prompts  # noqa: E402
 
 DEFAULT = "G4_tok32_px112,G8_tok32_px112,G16_tok32_px112,G8_tok32_px448,video8_G8_tok16,cot_G8_tok128_px112"
-
-
-def _median_after_warmup(xs: list[float]) -> float:
-    return statistics.median(xs[1:])
 
 
 def measure(name: str, warm: Path, repeats: int) -> dict:
@@ -63,25 +57,15 @@ def measure(name: str, warm: Path, repeats: int) -> dict:
                                         suppress_ids=engine.suppress_ids, prompt_once=on)
             (lp * mask).sum().backward()
             learn[on].append(time.perf_counter() - t0)
-    r_off, r_on = _median_after_warmup(roll[False]), _median_after_warmup(roll[True])
-    l_off, l_on = _median_after_warmup(learn[False]), _median_after_warmup(learn[True])
+    r_off, r_on = median_after_warmup(roll[False]), median_after_warmup(roll[True])
+    l_off, l_on = median_after_warmup(learn[False]), median_after_warmup(learn[True])
     return {"rollout_s": {"off": r_off, "on": r_on}, "rollout_speedup": r_off / r_on,
             "learner_s": {"off": l_off, "on": l_on}, "learner_speedup": l_off / l_on, "rows": b * g,
             "mean_length": float(mask.sum(1).float().mean())}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=6)
-    ap.add_argument("--shapes", default=DEFAULT)
-    ap.add_argument("--work", default="runs/bench_vs_trl")
-    ap.add_argument("--out", default="benchmarks/results/prompt_once.json")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    names = args.shapes.split(",")
-    unknown = [n for n in names if n not in SHAPES]
-    if unknown:
-        raise SystemExit(f"--shapes: unknown shape(s) {unknown}; known: {', '.join(SHAPES)}")
+    args, names = shape_ab_args(DEFAULT, "benchmarks/results/prompt_once.json")
     results = {}
     print("| shape | rollout off s | on s | speed-up | learner fwd+bwd off s | on s | speed-up |")
     print("|---|---|---|---|---|---|---|")

@@ -12,7 +12,6 @@ after one warm-up repeat; one torch thread.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -24,16 +23,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import median_after_warmup, shape_ab_args  # noqa: E402
 from vs_trl import SHAPES, warm_for  # noqa: E402
 from vs_trl_arms import _samples, load_bench_config, prompts  # noqa: E402
 
 DEFAULT = "G8_tok32_px112,cot_G8_tok128_px112,vocab151k_P2_G8_tok32_px112"
 DRAW_SHAPES = [(64, 606), (128, 606), (16, 151_936), (64, 151_936)]
 SAMPLERS = ("multinomial", "inverse_cdf")
-
-
-def _median_after_warmup(xs: list[float]) -> float:
-    return statistics.median(xs[1:])
 
 
 def draw_alone(rows: int, vocab: int, calls: int = 30) -> dict:
@@ -72,24 +68,14 @@ def rollout_ab(name: str, warm: Path, repeats: int) -> dict:
             dt = time.perf_counter() - t0
             secs[s].append(dt)
             per_step[s].append(dt / max(int(out.completion_mask.sum(1).max()), 1) * 1e3)
-    med = {s: _median_after_warmup(secs[s]) for s in SAMPLERS}
-    ms = {s: _median_after_warmup(per_step[s]) for s in SAMPLERS}
+    med = {s: median_after_warmup(secs[s]) for s in SAMPLERS}
+    ms = {s: median_after_warmup(per_step[s]) for s in SAMPLERS}
     return {"rollout_s": med, "ms_per_decode_step": ms, "rows": b * g,
             "speedup_per_decode_step": ms["multinomial"] / ms["inverse_cdf"]}
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=6)
-    ap.add_argument("--shapes", default=DEFAULT)
-    ap.add_argument("--work", default="runs/bench_vs_trl")
-    ap.add_argument("--out", default="benchmarks/results/sampler.json")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    names = args.shapes.split(",") if args.shapes else []
-    unknown = [n for n in names if n not in SHAPES]
-    if unknown:
-        raise SystemExit(f"--shapes: unknown shape(s) {unknown}; known: {', '.join(SHAPES)}")
+    args, names = shape_ab_args(DEFAULT, "benchmarks/results/sampler.json")
     draws = [draw_alone(r, v) for r, v in DRAW_SHAPES]
     print("| rows x vocabulary | torch.multinomial ms | inverse CDF ms | speed-up |\n|---|---|---|---|")
     for d in draws:

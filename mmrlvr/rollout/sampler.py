@@ -19,7 +19,6 @@ taken where the running sum first reaches u.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 BLOCK = 1024
 
