@@ -28,7 +28,7 @@ def sft_loss(model, processor, batch: Sequence[Sample]) -> torch.Tensor:
     inputs = encode_prompts(processor, batch)
     end = adapter_for(getattr(processor, "model_type", None)).turn_end  # the family's end of turn
     ids, mask = pad_right(target_ids(processor.tokenizer, batch, end), processor.tokenizer.pad_token_id)
-    logp, _ = completion_logprobs(model, inputs, ids, mask)
+    logp, _ = completion_logprobs(model, inputs, ids, mask, chunked_head=True)  # wide vocabularies: no (N, T, V) logits
     mask = mask.to(logp.device).float()
     return -(logp * mask).sum() / mask.sum()
 

@@ -177,3 +177,37 @@ def test_a_wide_vocabulary_against_float64():
                                (2e-5, 2e-5, 1e-4, 1e-4, 1e-4)):
         err, size = float((a - b).abs().max()), max(1.0, float(b.abs().max()))
         assert err <= tol * size, (name, err, size)
+
+
+def test_the_warm_start_loss_uses_blocks_where_logits_are_wide(tiny, small_blocks):
+    """The supervised warm start's loss (teacher tokens' mean NLL) runs the output layer in blocks
+    too, with the same value and gradient as whole logits."""
+    from mmrlvr.tasks import load_task
+    from mmrlvr.train.sft import sft_loss
+
+    model, processor = tiny
+    batch = load_task("counting", "train", 4, 0)
+    whole = {}
+    model.train()
+    try:
+        for blocks in (False, True):
+            if blocks:
+                small_blocks(model)
+            seen = []
+            real = headmod.block_logits
+            headmod.block_logits = lambda h, *a: (seen.append(h.shape[0]), real(h, *a))[1]
+            try:
+                model.zero_grad(set_to_none=True)
+                loss = sft_loss(model, processor, batch)
+                loss.backward()
+            finally:
+                headmod.block_logits = real
+            grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+            assert bool(seen) == blocks
+            whole[blocks] = (float(loss), grads)
+    finally:
+        model.eval()
+        model.zero_grad(set_to_none=True)
+    assert whole[True][0] == pytest.approx(whole[False][0], rel=1e-6)
+    for name, g in whole[False][1].items():
+        assert float((whole[True][1][name] - g).norm()) <= 1e-4 * float(g.norm()) + 1e-6, name
