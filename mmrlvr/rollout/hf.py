@@ -234,7 +234,8 @@ class HFRolloutEngine:
         inputs = model_kwargs(prompt_inputs, device)
         was_training = self.model.training
         self.model.eval()
-        if sampling.shared_prefill and why_not_shared(self.model, inputs, group_size > 1, self.suppress_ids) is None:  # each prompt's forward once; generate continues B*G rows from the repeated cache
+        shared = sampling.shared_prefill and why_not_shared(self.model, inputs, group_size > 1, self.suppress_ids) is None
+        if shared:  # each prompt's forward once; generate continues B*G rows from the repeated cache
             inputs = prefill_once(self.model, inputs, group_size)
             gen_config.num_return_sequences = 1
         elif not gen_config.do_sample and group_size > 1:  # the greedy loop takes no num_return_sequences: G rows here

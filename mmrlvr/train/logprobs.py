@@ -152,9 +152,12 @@ def completion_logprobs(
     the output layer runs in blocks of positions recomputed in the backward, so the (n, T, V)
     logits never exist (`mmrlvr.train.head`), where they exceed one block of `CHUNK_ELEMENTS`."""
     t = completion_ids.shape[1]
-    head = output_layer(model) if chunked_head and why_not_chunked(model, completion_ids.numel(), CHUNK_ELEMENTS) is None else None
-    with kept_head_input(head) if head is not None else contextlib.nullcontext() as kept:
-        logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids) if prompt_once else None
+    blocks = chunked_head and why_not_chunked(model, completion_ids.numel(), CHUNK_ELEMENTS) is None
+    head = output_layer(model) if blocks else None
+    with kept_head_input(head) if blocks else contextlib.nullcontext() as kept:
+        logits = None
+        if prompt_once:
+            logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids)
         if logits is None:
             logits = _joined_logits(model, prompt_inputs, completion_ids, completion_mask)
     targets = completion_ids.to(logits.device)
