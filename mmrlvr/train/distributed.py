@@ -6,11 +6,13 @@ come from torch.distributed (set up by `accelerate launch` / `torchrun`); nothin
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
+from mmrlvr.models.adapters import model_adapter
 from mmrlvr.models.wrapping import base_model, is_shard
 
 
@@ -115,19 +117,24 @@ def barrier() -> None:
         dist.barrier()
 
 
-def _visual(model):
-    return getattr(getattr(base_model(model), "model", None), "visual", None)
+def media_parameters(model) -> list:
+    """The parameters a prompt's media go through: everything in the multimodal model but its
+    language model (vision tower, merger or projector or connector, LLaVA's image_newline). Which
+    module is the language model is the family's (`mmrlvr.models.adapters`)."""
+    inner = getattr(base_model(model), "model", None)
+    if inner is None:
+        return []
+    language = model_adapter(model).language_module + "."
+    return [p for name, p in inner.named_parameters() if not name.startswith(language)]
 
 
 def vision_tower_trainable(model) -> bool:
-    visual = _visual(model)
-    return visual is not None and any(p.requires_grad for p in visual.parameters())
+    return any(p.requires_grad for p in media_parameters(model))
 
 
 def vision_sharded(model) -> bool:
     """FSDP2 (DTensor) or ZeRO-3 (`ds_id`) parameters: every forward is a collective."""
-    visual = _visual(model)
-    return visual is not None and any(is_shard(p) for p in visual.parameters())
+    return any(is_shard(p) for p in media_parameters(model))
 
 
 def vision_needs_all_ranks(model, grad: bool) -> bool:
@@ -139,25 +146,98 @@ def vision_needs_all_ranks(model, grad: bool) -> bool:
     return (grad and vision_tower_trainable(model)) or vision_sharded(model)
 
 
-def dummy_vision_pass(model) -> torch.Tensor:
-    """A zero-weight pass through the whole vision tower on one minimal blank image.
+_DUMMY_MEDIA: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # base model -> one blank image's encoder inputs
 
-    Under DDP a rank whose micro-batch has no image or video would leave the vision tower's
+
+def _blank_sample(video: bool):
+    """A prompt holding one small blank image (and a 4-frame blank video) and one word."""
+    import numpy as np
+    from PIL import Image
+
+    from mmrlvr.types import Sample
+
+    kinds = [{"type": "image"}] + ([{"type": "video"}] if video else [])
+    return Sample("blank-media", ({"role": "user", "content": [*kinds, {"type": "text", "text": "."}]},), None,
+                  images=(Image.new("RGB", (32, 32)),), videos=(np.zeros((4, 32, 32, 3), dtype=np.uint8),) if video else ())
+
+
+def remember_dummy_media(model, processor) -> None:
+    """Encode one small blank image with the policy's own processor, once, for `dummy_vision_pass`:
+    the families' image encoders take other inputs (a pixel batch, tiles with a mask, anyres
+    patches with their sizes), and the processor is what makes them."""
+    from mmrlvr.data.collate import encode_prompts
+
+    inputs = encode_prompts(processor, [_blank_sample(video=False)])
+    keys = model_adapter(model).feature_inputs.get("image") or ()
+    _DUMMY_MEDIA[base_model(model)] = {k: inputs[k] for k in keys}
+
+
+def freeze_unreachable(model, processor) -> list[str]:
+    """Freeze the trainable parameters no forward reaches; returns their names.
+
+    Some families hold parameters their forward never uses (LLaVA-OneVision's vision tower has a
+    post-layernorm, but its features are taken from the last hidden state before it). They never
+    get a gradient, and DDP without `find_unused_parameters` then stops at the next forward
+    ("Expected to have finished reduction in the prior iteration"). One backward of a prompt
+    with a blank image (and a blank video, where the family takes video) finds them; freezing
+    changes nothing else, since optimizers skip parameters without a gradient."""
+    from mmrlvr.data.collate import encode_prompts, model_kwargs
+
+    video = "video" in model_adapter(model).feature_inputs
+    device = next(model.parameters()).device
+    inputs = model_kwargs(encode_prompts(processor, [_blank_sample(video)]), device)
+    model.zero_grad(set_to_none=True)
+    with torch.enable_grad():
+        model(**inputs).logits.float().mean().backward()
+    unreachable = [(name, p) for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    model.zero_grad(set_to_none=True)
+    for _, p in unreachable:
+        p.requires_grad_(False)
+    return [name for name, _ in unreachable]
+
+
+def prepare_media_for_ranks(model, processor) -> list[str]:
+    """What several ranks need before DDP wraps the policy: parameters no forward reaches frozen
+    (`freeze_unreachable`, whose names it returns) and the blank image a rank without media runs
+    its vision tower on (`remember_dummy_media`)."""
+    frozen = freeze_unreachable(model, processor)
+    remember_dummy_media(model, processor)
+    return frozen
+
+
+def dummy_vision_pass(model) -> torch.Tensor:
+    """A zero-weight pass through every media parameter on one blank image; a scalar 0 with a graph.
+
+    Under DDP a rank whose micro-batch has no image or video would leave those parameters'
     gradients unset and the all-reduce would wait forever (FSDP / ZeRO-3 would wait in the
-    parameter all-gather instead). Adding `0 * (sum of every vision output)` to the loss makes
-    every rank run the same modules and send zero gradients; the update is unchanged.
+    parameter all-gather instead). Adding `0 * (sum of every encoder output)` to the loss makes
+    every rank run the same modules and send zero gradients; the update is unchanged. The Qwen
+    families' input is one merge window of zero patches; the others' the blank image
+    `remember_dummy_media` encoded (`prepare_media_for_ranks`, which the training loop runs once
+    with several ranks).
     """
     inner = base_model(model)
-    vc = inner.config.vision_config
+    device = next(inner.parameters()).device
+    dtype = next(iter(media_parameters(inner))).dtype
+    if model_adapter(inner).layout == "grid":  # the smallest input there is, no processor needed
+        inputs = _zero_patches(inner.config.vision_config, device, dtype)
+    else:
+        inputs = _DUMMY_MEDIA.get(inner)
+    if inputs is None:
+        raise RuntimeError(f"{inner.config.model_type}: no blank image to run the vision tower on; call "
+                           "mmrlvr.train.distributed.remember_dummy_media(model, processor) once before training")
+    args = [v.to(device, dtype) if v.is_floating_point() else v.to(device) for v in inputs.values()]
+    out = inner.model.get_image_features(*args, return_dict=True)
+    return 0.0 * _sum_tensors(out)
+
+
+def _zero_patches(vc, device, dtype) -> dict:
+    """One merge window of zero patches in Qwen's flat layout: (merge^2, C * T * P^2) and its (1, 3) grid."""
     merge = getattr(vc, "spatial_merge_size", 2)
     channels = getattr(vc, "in_channels", getattr(vc, "in_chans", 3))
     width = channels * getattr(vc, "temporal_patch_size", 2) * vc.patch_size**2
-    device = next(inner.parameters()).device
-    dtype = next(inner.model.visual.parameters()).dtype
-    pixels = torch.zeros(merge * merge, width, device=device, dtype=dtype)
-    grid = torch.tensor([[1, merge, merge]], device=device)
-    out = inner.model.get_image_features(pixels, grid, return_dict=True)
-    return 0.0 * _sum_tensors(out)
+    return {"pixel_values": torch.zeros(merge * merge, width, device=device, dtype=dtype),
+            "image_grid_thw": torch.tensor([[1, merge, merge]], device=device)}
 
 
 def _sum_tensors(obj) -> torch.Tensor:

@@ -21,7 +21,7 @@ from mmrlvr.data.demos import DemoSource, DemoStrategy
 from mmrlvr.data.sources import prompt_source
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
-from mmrlvr.train.distributed import barrier, gather_lists, reduce_metrics
+from mmrlvr.train.distributed import barrier, gather_lists, prepare_media_for_ranks, rank_world, reduce_metrics
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
@@ -65,6 +65,11 @@ def train(cfg: Config) -> dict:
     check_sample_verifiers([*train_set, *eval_set], plugins)
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
+    if rank_world()[1] > 1:  # before DDP wraps it: parameters no forward reaches, a blank image for media-less ranks
+        frozen = prepare_media_for_ranks(model.to(accelerator.device), processor)
+        if frozen:
+            progress.note(f"frozen {len(frozen)} parameter(s) no forward reaches (DDP would wait for their "
+                          f"gradients): {', '.join(frozen[:4])}{' ...' if len(frozen) > 4 else ''}")
     learner, engine = _learner_and_engine(cfg, accelerator, model, processor, ckpt is not None, run_dir)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)

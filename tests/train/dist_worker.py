@@ -27,7 +27,9 @@ B, G = 4, 4
 REWARDS = [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]
 
 
-def mixed_samples() -> list:
+def mixed_samples(video: bool = True) -> list:
+    """An image prompt, a video prompt (a second image prompt for families without video) and two
+    text-only prompts."""
     from mmrlvr.types import Sample
 
     def msg(*kinds, text):
@@ -36,17 +38,24 @@ def mixed_samples() -> list:
     frames = np.random.default_rng(0).integers(0, 255, (4, 56, 56, 3), dtype=np.uint8)
     return [
         Sample("img", msg("image", text="How many red shapes?"), 1, images=(Image.new("RGB", (112, 112), (200, 30, 30)),)),
-        Sample("vid", msg("video", text="Which way does it move?"), 0, videos=(frames,)),
+        Sample("vid", msg("video", text="Which way does it move?"), 0, videos=(frames,)) if video else
+        Sample("img2", msg("image", text="How many shapes?"), 2, images=(Image.new("RGB", (96, 96), (30, 30, 200)),)),
         Sample("txt1", msg(text="Count to three."), 3),
         Sample("txt2", msg(text="How many sides has a square?"), 4),
     ]
 
 
-def stream_samples() -> list:
+def stream_samples(video: bool = True) -> list:
     """Eight prompts with distinct ids for the sharded stream (two of each kind)."""
     import dataclasses
 
-    return [dataclasses.replace(s, id=f"{s.id}-{i}") for i in range(2) for s in mixed_samples()]
+    return [dataclasses.replace(s, id=f"{s.id}-{i}") for i in range(2) for s in mixed_samples(video)]
+
+
+def takes_video(model) -> bool:
+    from mmrlvr.models.adapters import model_adapter
+
+    return "video" in model_adapter(model).feature_inputs
 
 
 def config():
@@ -65,7 +74,7 @@ def global_batch(model, processor, cfg):
     from mmrlvr.types import RolloutBatch, Verdict
 
     engine = HFRolloutEngine(model, processor)
-    samples = mixed_samples()
+    samples = mixed_samples(takes_video(model))
     out = engine.rollout(samples, G, cfg.rollout, seed=0)
     n = B * G
     # uneven lengths (as if some completions stopped early), so the token-mean loss is not 0
@@ -97,7 +106,7 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     from mmrlvr.algos.presets import resolve_algo
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
-    from mmrlvr.train.distributed import rank_world
+    from mmrlvr.train.distributed import prepare_media_for_ranks, rank_world
     from mmrlvr.train.learner import Learner
     from mmrlvr.train.step import PromptStream, advantages_for, collect
     from mmrlvr.verifiers.score import InProcessScorer
@@ -112,6 +121,9 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, cfg.rollout.max_new_tokens))
     torch.manual_seed(0)
     model, processor = load_policy(tiny_dir)
+    if world > 1:  # as the training loop does: parameters no forward reaches frozen, a blank image
+        prepare_media_for_ranks(model, processor)
+    video = takes_video(model)
     batch, suppress = global_batch(model, processor, cfg)
     local = shard_batch(batch, rank, world)
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -124,7 +136,7 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     delta = {k: (v.detach() - before[k]) for k, v in policy.state_dict().items()}
 
     # the loop's own path: prompts drawn from one stream, each rank keeps its share
-    stream = PromptStream(stream_samples(), seed=5)
+    stream = PromptStream(stream_samples(video), seed=5)
     drawn = collect(HFRolloutEngine(policy, processor), stream, InProcessScorer(), cfg, seed=3)
     ids = [None] * world
     if world > 1:
@@ -132,7 +144,7 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     else:
         ids = [[s.id for s in drawn.samples]]
     result = {"loss": stats["loss/policy"], "entropy": stats.get("actor/entropy"), "ids": ids,
-              "expected_ids": [s.id for s in PromptStream(stream_samples(), seed=5).take(B)],
+              "expected_ids": [s.id for s in PromptStream(stream_samples(video), seed=5).take(B)],
               "stream_pos": stream.pos, "world": world, "updated": stats["actor/updated_seqs_frac"]}
     if rank == 0:
         out = Path(out_dir)

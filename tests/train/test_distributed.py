@@ -49,6 +49,42 @@ def test_two_processes_update_equals_one_process_update(runs):
         torch.testing.assert_close(d2[k], d1[k], rtol=1e-4, atol=1e-6, msg=lambda m: f"{k}: {m}")
 
 
+@pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision"])
+def test_other_families_train_on_two_ranks_with_a_rank_without_media(model_type, tmp_path):
+    """Rank 1 holds only text prompts: its vision tower and projector must still send (zero)
+    gradients, from the blank image its processor encoded, or DDP would wait for them."""
+    path = f"tiny:{model_type}"
+    one = dist_worker.run(path, str(tmp_path / "one"))  # first: builds the tiny model the two ranks load
+    proc = _torchrun([str(ROOT / "tests/train/dist_worker.py"), path, str(tmp_path / "two")])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    two = json.loads((tmp_path / "two" / "result.json").read_text())
+    assert two["world"] == 2 and two["loss"] == pytest.approx(one["loss"], rel=1e-5)
+    d1, d2 = torch.load(tmp_path / "one" / "delta.pt"), torch.load(tmp_path / "two" / "delta.pt")
+    # a media parameter moved (the tiny gemma3's projector starts at zero, as transformers initialises
+    # it, so its vision tower gets no gradient on the first step; the projector does)
+    assert any(k.startswith("model.") and ".language_model." not in k and d1[k].abs().max() > 1e-4 for k in d1)
+    for k in d1:
+        torch.testing.assert_close(d2[k], d1[k], rtol=1e-4, atol=1e-6, msg=lambda m: f"{k}: {m}")
+
+
+@pytest.mark.slow
+def test_a_family_with_a_parameter_no_forward_reaches_trains_on_two_ranks(tmp_path):
+    """`mmrlvr train` under torchrun with LLaVA-OneVision: its vision tower's post-layernorm is
+    never used, so DDP stops at the second forward unless the loop freezes it first (and says so)."""
+    from mmrlvr.models.load import load_policy
+
+    load_policy("tiny:llava_onevision")  # built once here, not by two ranks at the same time
+    out = tmp_path / "run"
+    proc = _torchrun(["-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", f"output_dir={out}",
+                      "model.path=tiny:llava_onevision", "warm_start.steps=0", "task.train_size=16", "task.eval_size=2",
+                      "eval.batch_size=2", "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=3",
+                      "train.steps=2", "train.save_every=0", "verifier_workers=0", "train.resume=false"])
+    assert proc.returncode == 0, "\n".join(line for line in proc.stderr.splitlines() if "rank" in line)[-3000:]
+    assert "frozen 2 parameter(s) no forward reaches" in proc.stdout + proc.stderr
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2]
+
+
 def test_ranks_draw_different_prompts_from_one_stream(runs):
     one, two, _, _ = runs
     rank0, rank1 = two["ids"]
