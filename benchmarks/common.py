@@ -50,9 +50,10 @@ def median_after_warmup(xs: list[float]) -> float:
     return statistics.median(xs[1:])
 
 
-def shape_ab_args(default_shapes: str, out: str):
+def shape_ab_args(default_shapes: str, out: str, extra: tuple = ()):
     """The command line of an on/off A/B over vs_trl.py's shapes: (args, shape names), the names
-    checked against vs_trl.SHAPES before anything heavy runs; one torch thread."""
+    checked against vs_trl.SHAPES before anything heavy runs; one torch thread. `extra`: more
+    (flag, default, help) string options."""
     import argparse
 
     import torch
@@ -64,6 +65,8 @@ def shape_ab_args(default_shapes: str, out: str):
     ap.add_argument("--shapes", default=default_shapes)
     ap.add_argument("--work", default="runs/bench_vs_trl")
     ap.add_argument("--out", default=out)
+    for flag, default, text in extra:
+        ap.add_argument(flag, default=default, help=text)
     args = ap.parse_args()
     torch.set_num_threads(1)
     names = args.shapes.split(",") if args.shapes else []
@@ -71,3 +74,44 @@ def shape_ab_args(default_shapes: str, out: str):
     if unknown:
         raise SystemExit(f"--shapes: unknown shape(s) {unknown}; known: {', '.join(SHAPES)}")
     return args, names
+
+
+def rollout_ab(name: str, warm: Path, repeats: int, field: str, values: tuple, work: str) -> dict:
+    """`HFRolloutEngine.rollout` of one batch of vs_trl.py's shape `name` with `rollout.<field>` set
+    to each of `values`, same prompts and seeds, alternating; medians after one warm-up repeat of
+    the rollout seconds and of the seconds per decoding step (rollout / the longest completion:
+    fair where the arms sample other tokens). Returns both, per value, the rows, and whether every
+    arm sampled the same ids in every repeat."""
+    import dataclasses
+    import time
+
+    import torch
+
+    from mmrlvr.models.load import load_policy
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from vs_trl import SHAPES
+    from vs_trl_arms import _samples, load_bench_config, prompts
+
+    shape = {**SHAPES[name], "name": name}
+    cfg = load_bench_config(shape, warm, repeats, Path(work) / name)
+    model, processor = load_policy(dataclasses.replace(cfg.model, path=str(warm)))
+    torch.set_num_threads(1)
+    b, g = prompts(shape), shape["group"]
+    samples = _samples(cfg, b * repeats)
+    engine = HFRolloutEngine(model, processor)
+    secs: dict = {v: [] for v in values}
+    per_step: dict = {v: [] for v in values}
+    same = True
+    for i in range(repeats):
+        ids = []
+        for v in values:
+            t0 = time.perf_counter()
+            out = engine.rollout(samples[i * b:(i + 1) * b], g, dataclasses.replace(cfg.rollout, **{field: v}), seed=i)
+            dt = time.perf_counter() - t0
+            secs[v].append(dt)
+            per_step[v].append(dt / max(int(out.completion_mask.sum(1).max()), 1) * 1e3)
+            ids.append(out.completion_ids)
+        same = same and all(x.shape == ids[0].shape and torch.equal(x, ids[0]) for x in ids)
+    return {"rollout_s": {v: median_after_warmup(secs[v]) for v in values},
+            "ms_per_decode_step": {v: median_after_warmup(per_step[v]) for v in values}, "rows": b * g,
+            "same_ids": same}

@@ -12,7 +12,6 @@ after one warm-up repeat; one torch thread.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 import sys
@@ -23,9 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median_after_warmup, shape_ab_args  # noqa: E402
+from common import rollout_ab, shape_ab_args  # noqa: E402
 from vs_trl import SHAPES, warm_for  # noqa: E402
-from vs_trl_arms import _samples, load_bench_config, prompts  # noqa: E402
 
 DEFAULT = "G8_tok32_px112,cot_G8_tok128_px112,vocab151k_P2_G8_tok32_px112"
 DRAW_SHAPES = [(64, 606), (128, 606), (16, 151_936), (64, 151_936)]
@@ -48,30 +46,10 @@ def draw_alone(rows: int, vocab: int, calls: int = 30) -> dict:
     return {"rows": rows, "vocab": vocab, "ms": out, "speedup": out["multinomial"] / out["inverse_cdf"]}
 
 
-def rollout_ab(name: str, warm: Path, repeats: int) -> dict:
-    from mmrlvr.models.load import load_policy
-    from mmrlvr.rollout.hf import HFRolloutEngine
-
-    shape = {**SHAPES[name], "name": name}
-    cfg = load_bench_config(shape, warm, repeats, Path("runs/bench_sampler") / name)
-    model, processor = load_policy(dataclasses.replace(cfg.model, path=str(warm)))
-    torch.set_num_threads(1)
-    b, g = prompts(shape), shape["group"]
-    samples = _samples(cfg, b * repeats)
-    engine = HFRolloutEngine(model, processor)
-    secs: dict = {s: [] for s in SAMPLERS}
-    per_step: dict = {s: [] for s in SAMPLERS}
-    for i in range(repeats):
-        for s in SAMPLERS:
-            t0 = time.perf_counter()
-            out = engine.rollout(samples[i * b:(i + 1) * b], g, dataclasses.replace(cfg.rollout, sampler=s), seed=i)
-            dt = time.perf_counter() - t0
-            secs[s].append(dt)
-            per_step[s].append(dt / max(int(out.completion_mask.sum(1).max()), 1) * 1e3)
-    med = {s: median_after_warmup(secs[s]) for s in SAMPLERS}
-    ms = {s: median_after_warmup(per_step[s]) for s in SAMPLERS}
-    return {"rollout_s": med, "ms_per_decode_step": ms, "rows": b * g,
-            "speedup_per_decode_step": ms["multinomial"] / ms["inverse_cdf"]}
+def sampler_ab(name: str, warm: Path, repeats: int) -> dict:
+    r = rollout_ab(name, warm, repeats, "sampler", SAMPLERS, "runs/bench_sampler")
+    ms = r["ms_per_decode_step"]
+    return {**r, "speedup_per_decode_step": ms["multinomial"] / ms["inverse_cdf"]}
 
 
 def main() -> int:
@@ -84,7 +62,7 @@ def main() -> int:
     print("\n| shape | rows | multinomial s | inverse CDF s | multinomial ms/decoding step | inverse CDF ms/step | speed-up per step |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
-        r = rollouts[name] = rollout_ab(name, warm_for(Path(args.work), SHAPES[name]["warm"]), args.repeats)
+        r = rollouts[name] = sampler_ab(name, warm_for(Path(args.work), SHAPES[name]["warm"]), args.repeats)
         print(f"| {name} | {r['rows']} | {r['rollout_s']['multinomial']:.3f} | {r['rollout_s']['inverse_cdf']:.3f} "
               f"| {r['ms_per_decode_step']['multinomial']:.2f} | {r['ms_per_decode_step']['inverse_cdf']:.2f} "
               f"| {r['speedup_per_decode_step']:.2f}x |", flush=True)
