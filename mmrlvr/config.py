@@ -183,7 +183,8 @@ class TrainConfig:
     (same math; log-probs move by float rounding ~1e-6). false: one forward of every joined row."""
     chunked_head: bool = True
     """The output layer in blocks of 4M logits, each recomputed in the backward, where a micro-batch's completion
-    logits are larger (wide vocabularies: 321 MB at 151,936 x 16 rows x 33 tokens); false: whole logits."""
+    logits are larger (wide vocabularies: 321 MB at 151,936 x 16 rows x 33 tokens), in the update and the supervised
+    warm start; false: whole logits."""
     lr: float = 1e-4
     """Policy learning rate (AdamW): the peak of the schedule."""
     lr_scheduler: str = "constant"

@@ -181,7 +181,8 @@ def test_a_wide_vocabulary_against_float64():
 
 def test_the_warm_start_loss_uses_blocks_where_logits_are_wide(tiny, small_blocks):
     """The supervised warm start's loss (teacher tokens' mean NLL) runs the output layer in blocks
-    too, with the same value and gradient as whole logits."""
+    too, with the same value and gradient as whole logits; `train.chunked_head=false` reaches it
+    (blocks small enough to apply, and none made)."""
     from mmrlvr.tasks import load_task
     from mmrlvr.train.sft import sft_loss
 
@@ -211,3 +212,31 @@ def test_the_warm_start_loss_uses_blocks_where_logits_are_wide(tiny, small_block
     assert whole[True][0] == pytest.approx(whole[False][0], rel=1e-6)
     for name, g in whole[False][1].items():
         assert float((whole[True][1][name] - g).norm()) <= 1e-4 * float(g.norm()) + 1e-6, name
+    seen = []
+    real = headmod.block_logits
+    headmod.block_logits = lambda h, *a: (seen.append(h.shape[0]), real(h, *a))[1]
+    try:
+        with torch.no_grad():
+            off = sft_loss(model, processor, batch, chunked_head=False)
+    finally:
+        headmod.block_logits = real
+    assert seen == [] and float(off) == pytest.approx(whole[False][0], rel=1e-6)
+
+
+def test_the_warm_start_reads_train_chunked_head(monkeypatch, tmp_path):
+    """`prepare_policy` hands `train.chunked_head` to the warm start (it used to always block)."""
+    from mmrlvr.config import load_config
+    from mmrlvr.tasks import load_task
+    from mmrlvr.train import sft
+    from mmrlvr.train.progress import Progress
+    from mmrlvr.train.setup import prepare_policy
+
+    seen = []
+    real = sft.sft_loss
+    monkeypatch.setattr(sft, "sft_loss", lambda m, p, b, chunked=True: (seen.append(chunked), real(m, p, b, chunked))[1])
+    for flag in ("false", "true"):
+        cfg = load_config("configs/quickstart.yaml", [f"output_dir={tmp_path / flag}", "warm_start.steps=1",
+                                                      "warm_start.batch_size=2", f"train.chunked_head={flag}"])
+        (tmp_path / flag).mkdir()
+        prepare_policy(cfg, None, load_task("counting", "train", 4, 0), tmp_path / flag, Progress(0, enabled=False))
+    assert seen == [False, True]
