@@ -196,11 +196,13 @@ def freeze_unreachable(model, processor) -> list[str]:
     return [name for name, _ in unreachable]
 
 
-def prepare_media_for_ranks(model, processor) -> list[str]:
-    """What several ranks need before DDP wraps the policy: parameters no forward reaches frozen
-    (`freeze_unreachable`, whose names it returns) and the blank image a rank without media runs
-    its vision tower on (`remember_dummy_media`)."""
-    frozen = freeze_unreachable(model, processor)
+def prepare_media_for_ranks(model, processor, freeze_unreached: bool = True) -> list[str]:
+    """What several ranks need before the policy is wrapped: under DDP (`freeze_unreached`) the
+    parameters no forward reaches frozen (`freeze_unreachable`, whose names it returns; FSDP and
+    DeepSpeed take unused parameters as they are, and a full backward before sharding would cost
+    a whole model's gradients), and the blank image a rank without media runs its vision tower on
+    (`remember_dummy_media`)."""
+    frozen = freeze_unreachable(model, processor) if freeze_unreached else []
     remember_dummy_media(model, processor)
     return frozen
 

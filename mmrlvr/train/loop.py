@@ -66,7 +66,8 @@ def train(cfg: Config) -> dict:
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     if rank_world()[1] > 1:  # before DDP wraps it: parameters no forward reaches, a blank image for media-less ranks
-        frozen = prepare_media_for_ranks(model.to(accelerator.device), processor)
+        ddp = str(accelerator.distributed_type).split(".")[-1] not in ("FSDP", "DEEPSPEED")
+        frozen = prepare_media_for_ranks(model.to(accelerator.device), processor, freeze_unreached=ddp)
         if frozen:
             progress.note(f"frozen {len(frozen)} parameter(s) no forward reaches (DDP would wait for their "
                           f"gradients): {', '.join(frozen[:4])}{' ...' if len(frozen) > 4 else ''}")
