@@ -180,7 +180,9 @@ def freeze_unreachable(model, processor) -> list[str]:
     get a gradient, and DDP without `find_unused_parameters` then stops at the next forward
     ("Expected to have finished reduction in the prior iteration"). One backward of a prompt
     with a blank image (and a blank video, where the family takes video) finds them; freezing
-    changes nothing else, since optimizers skip parameters without a gradient."""
+    changes nothing else, since optimizers skip parameters without a gradient. Only media
+    parameters are frozen: a language-model parameter this prompt does not reach is left to DDP
+    to name (no family has one; a probe gone wrong must not freeze the language model)."""
     from mmrlvr.data.collate import encode_prompts, model_kwargs
 
     video = "video" in model_adapter(model).feature_inputs
@@ -189,7 +191,9 @@ def freeze_unreachable(model, processor) -> list[str]:
     model.zero_grad(set_to_none=True)
     with torch.enable_grad():
         model(**inputs).logits.float().mean().backward()
-    unreachable = [(name, p) for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    media = {id(p) for p in media_parameters(model)}
+    unreachable = [(name, p) for name, p in model.named_parameters()
+                   if p.requires_grad and p.grad is None and id(p) in media]
     model.zero_grad(set_to_none=True)
     for _, p in unreachable:
         p.requires_grad_(False)

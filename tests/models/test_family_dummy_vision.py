@@ -95,3 +95,17 @@ def test_parameters_no_forward_reaches_are_frozen_before_ddp(model_type, family_
         for n, p in model.named_parameters():
             p.requires_grad_(before[n])
         model.zero_grad(set_to_none=True)
+
+
+def test_only_media_parameters_are_frozen(family_policy):
+    """An unused parameter in the vision tower is frozen; one in the language model is left alone
+    (a probe that missed it must not freeze the language model)."""
+    model, processor = family_policy("qwen2_5_vl")
+    inner = model.model
+    inner.visual.register_parameter("unused_probe", torch.nn.Parameter(torch.zeros(3)))
+    inner.language_model.register_parameter("unused_probe", torch.nn.Parameter(torch.zeros(3)))
+    try:
+        assert freeze_unreachable(model, processor) == ["model.visual.unused_probe"]
+        assert not inner.visual.unused_probe.requires_grad and inner.language_model.unused_probe.requires_grad
+    finally:
+        del inner.visual.unused_probe, inner.language_model.unused_probe
