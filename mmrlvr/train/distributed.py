@@ -180,9 +180,12 @@ def freeze_unreachable(model, processor) -> list[str]:
     get a gradient, and DDP without `find_unused_parameters` then stops at the next forward
     ("Expected to have finished reduction in the prior iteration"). One backward of a prompt
     with a blank image (and a blank video, where the family takes video) finds them; freezing
-    changes nothing else, since optimizers skip parameters without a gradient. Only media
-    parameters are frozen: a language-model parameter this prompt does not reach is left to DDP
-    to name (no family has one; a probe gone wrong must not freeze the language model)."""
+    changes nothing else, since optimizers skip parameters without a gradient. The loop does it
+    in one process too (not under FSDP or ZeRO-3, where a full backward before sharding would
+    cost a whole model's gradients), so the optimizer holds the same parameters whatever the
+    number of processes a run is resumed with. Only media parameters are frozen: a
+    language-model parameter this prompt does not reach is left to DDP to name (no family has
+    one; a probe gone wrong must not freeze the language model)."""
     from mmrlvr.data.collate import encode_prompts, model_kwargs
 
     video = "video" in model_adapter(model).feature_inputs
@@ -200,17 +203,6 @@ def freeze_unreachable(model, processor) -> list[str]:
     return [name for name, _ in unreachable]
 
 
-def prepare_media_for_ranks(model, processor, freeze_unreached: bool = True) -> list[str]:
-    """What several ranks need before the policy is wrapped: under DDP (`freeze_unreached`) the
-    parameters no forward reaches frozen (`freeze_unreachable`, whose names it returns; FSDP and
-    DeepSpeed take unused parameters as they are, and a full backward before sharding would cost
-    a whole model's gradients), and the blank image a rank without media runs its vision tower on
-    (`remember_dummy_media`)."""
-    frozen = freeze_unreachable(model, processor) if freeze_unreached else []
-    remember_dummy_media(model, processor)
-    return frozen
-
-
 def dummy_vision_pass(model) -> torch.Tensor:
     """A zero-weight pass through every media parameter on one blank image; a scalar 0 with a graph.
 
@@ -219,8 +211,7 @@ def dummy_vision_pass(model) -> torch.Tensor:
     parameter all-gather instead). Adding `0 * (sum of every encoder output)` to the loss makes
     every rank run the same modules and send zero gradients; the update is unchanged. The Qwen
     families' input is one merge window of zero patches; the others' the blank image
-    `remember_dummy_media` encoded (`prepare_media_for_ranks`, which the training loop runs once
-    with several ranks).
+    `remember_dummy_media` encoded (the training loop does that once with several ranks).
     """
     inner = base_model(model)
     device = next(inner.parameters()).device

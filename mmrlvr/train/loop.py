@@ -21,14 +21,15 @@ from mmrlvr.data.demos import DemoSource, DemoStrategy
 from mmrlvr.data.sources import prompt_source
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
-from mmrlvr.train.distributed import barrier, gather_lists, prepare_media_for_ranks, rank_world, reduce_metrics
+from mmrlvr.train.distributed import (barrier, freeze_unreachable, gather_lists, rank_world, reduce_metrics,
+                                      remember_dummy_media)
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
 from mmrlvr.train.run_dir import claim_run_dir, release_lock
 from mmrlvr.train.setup import (
-    make_scheduler, prepare_policy, reference_policy, set_threads_and_seed, start_trackers, task_args,
-    token_weighting_for_launch,
+    make_scheduler, prepare_policy, reference_policy, set_threads_and_seed, sharded_launch, start_trackers,
+    task_args, token_weighting_for_launch,
 )
 from mmrlvr.train.signals import black_fill
 from mmrlvr.train.learner import Learner
@@ -65,12 +66,13 @@ def train(cfg: Config) -> dict:
     check_sample_verifiers([*train_set, *eval_set], plugins)
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
-    if rank_world()[1] > 1:  # before DDP wraps it: parameters no forward reaches, a blank image for media-less ranks
-        ddp = str(accelerator.distributed_type).split(".")[-1] not in ("FSDP", "DEEPSPEED")
-        frozen = prepare_media_for_ranks(model.to(accelerator.device), processor, freeze_unreached=ddp)
+    if not sharded_launch(accelerator):  # before the optimizer and DDP see them (freeze_unreachable)
+        frozen = freeze_unreachable(model.to(accelerator.device), processor)
         if frozen:
-            progress.note(f"frozen {len(frozen)} parameter(s) no forward reaches (DDP would wait for their "
-                          f"gradients): {', '.join(frozen[:4])}{' ...' if len(frozen) > 4 else ''}")
+            progress.note(f"frozen {len(frozen)} media parameter(s) no forward reaches (DDP would wait for "
+                          f"their gradients): {', '.join(frozen[:4])}{' ...' if len(frozen) > 4 else ''}")
+    if rank_world()[1] > 1:  # a rank whose micro-batch has no media runs its vision tower on a blank image
+        remember_dummy_media(model, processor)
     learner, engine = _learner_and_engine(cfg, accelerator, model, processor, ckpt is not None, run_dir)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)

@@ -106,7 +106,7 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     from mmrlvr.algos.presets import resolve_algo
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
-    from mmrlvr.train.distributed import prepare_media_for_ranks, rank_world
+    from mmrlvr.train.distributed import freeze_unreachable, rank_world, remember_dummy_media
     from mmrlvr.train.learner import Learner
     from mmrlvr.train.step import PromptStream, advantages_for, collect
     from mmrlvr.verifiers.score import InProcessScorer
@@ -121,8 +121,9 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, cfg.rollout.max_new_tokens))
     torch.manual_seed(0)
     model, processor = load_policy(tiny_dir)
-    if world > 1:  # as the training loop does: parameters no forward reaches frozen, a blank image
-        prepare_media_for_ranks(model, processor)
+    freeze_unreachable(model, processor)  # as the training loop does, in one process too
+    if world > 1:  # and the blank image a rank without media encodes
+        remember_dummy_media(model, processor)
     video = takes_video(model)
     batch, suppress = global_batch(model, processor, cfg)
     local = shard_batch(batch, rank, world)

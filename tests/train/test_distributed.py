@@ -68,21 +68,26 @@ def test_other_families_train_on_two_ranks_with_a_rank_without_media(model_type,
 
 
 @pytest.mark.slow
-def test_a_family_with_a_parameter_no_forward_reaches_trains_on_two_ranks(tmp_path):
-    """`mmrlvr train` under torchrun with LLaVA-OneVision: its vision tower's post-layernorm is
-    never used, so DDP stops at the second forward unless the loop freezes it first (and says so)."""
+def test_llava_onevision_trains_on_two_ranks_with_prompts_without_media(tmp_path):
+    """`mmrlvr train` under torchrun with LLaVA-OneVision on image and text-only prompts: its vision
+    tower's post-layernorm is never used, so DDP stops at the second forward unless the loop
+    freezes it first (and says so), and a rank whose prompt has no image must still run the tower
+    on the blank image the loop encoded, or DDP waits for its gradients."""
     from mmrlvr.models.load import load_policy
 
     load_policy("tiny:llava_onevision")  # built once here, not by two ranks at the same time
     out = tmp_path / "run"
+    length = ROOT / "tests/models/length_reward.py:char_length"  # mixed rewards: the update runs
     proc = _torchrun(["-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", f"output_dir={out}",
-                      "model.path=tiny:llava_onevision", "warm_start.steps=0", "task.train_size=16", "task.eval_size=2",
-                      "eval.batch_size=2", "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=3",
-                      "train.steps=2", "train.save_every=0", "verifier_workers=0", "train.resume=false"])
+                      "model.path=tiny:llava_onevision", "task.name=tests.train.mixed_media_task", "warm_start.steps=0",
+                      "task.train_size=16", "task.eval_size=2", "eval.batch_size=2", "rollout.prompts_per_step=2",
+                      "rollout.group_size=2", "rollout.max_new_tokens=3", "rollout.temperature=1.3", "train.steps=4",
+                      "train.save_every=0", "verifier_workers=0", "train.resume=false",
+                      f"rewards=[{{verifier: count, weight: 1.0}}, {{verifier: {length}, weight: 0.5}}]"])
     assert proc.returncode == 0, "\n".join(line for line in proc.stderr.splitlines() if "rank" in line)[-3000:]
-    assert "frozen 2 parameter(s) no forward reaches" in proc.stdout + proc.stderr
+    assert "frozen 2 media parameter(s) no forward reaches" in proc.stdout + proc.stderr
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2]
+    assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2, 3, 4]
 
 
 def test_ranks_draw_different_prompts_from_one_stream(runs):
