@@ -76,6 +76,21 @@ def shape_ab_args(default_shapes: str, out: str, extra: tuple = ()):
     return args, names
 
 
+def run_shapes(args, names: list[str], header: str, measure, row) -> dict:
+    """An A/B over vs_trl.py's shapes: `measure(name, warm start, repeats) -> dict` per shape, each
+    printed as one markdown row (`row(name, result) -> str`) under `header` as soon as it is done.
+    Returns name -> result."""
+    from vs_trl import SHAPES, warm_for
+
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    results = {}
+    for name in names:
+        results[name] = measure(name, warm_for(Path(args.work), SHAPES[name]["warm"]), args.repeats)
+        print(row(name, results[name]), flush=True)
+    return results
+
+
 def rollout_ab(name: str, warm: Path, repeats: int, field: str, values: tuple, work: str) -> dict:
     """`HFRolloutEngine.rollout` of one batch of vs_trl.py's shape `name` with `rollout.<field>` set
     to each of `values`, same prompts and seeds, alternating; medians after one warm-up repeat of

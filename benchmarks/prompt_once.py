@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median_after_warmup, shape_ab_args  # noqa: E402
-from vs_trl import SHAPES, warm_for  # noqa: E402
+from common import median_after_warmup, run_shapes, shape_ab_args  # noqa: E402
+from vs_trl import SHAPES  # noqa: E402
 from vs_trl_arms import _samples, load_bench_config, prompts  # noqa: E402
 
 DEFAULT = "G4_tok32_px112,G8_tok32_px112,G16_tok32_px112,G8_tok32_px448,video8_G8_tok16,cot_G8_tok128_px112"
@@ -66,13 +66,10 @@ def measure(name: str, warm: Path, repeats: int) -> dict:
 
 def main() -> int:
     args, names = shape_ab_args(DEFAULT, "benchmarks/results/prompt_once.json")
-    results = {}
-    print("| shape | rollout off s | on s | speed-up | learner fwd+bwd off s | on s | speed-up |")
-    print("|---|---|---|---|---|---|---|")
-    for name in names:
-        r = results[name] = measure(name, warm_for(Path(args.work), SHAPES[name]["warm"]), args.repeats)
-        print(f"| {name} | {r['rollout_s']['off']:.3f} | {r['rollout_s']['on']:.3f} | {r['rollout_speedup']:.2f}x "
-              f"| {r['learner_s']['off']:.3f} | {r['learner_s']['on']:.3f} | {r['learner_speedup']:.2f}x |", flush=True)
+    results = run_shapes(
+        args, names, "| shape | rollout off s | on s | speed-up | learner fwd+bwd off s | on s | speed-up |", measure,
+        lambda name, r: (f"| {name} | {r['rollout_s']['off']:.3f} | {r['rollout_s']['on']:.3f} | {r['rollout_speedup']:.2f}x "
+                         f"| {r['learner_s']['off']:.3f} | {r['learner_s']['on']:.3f} | {r['learner_speedup']:.2f}x |"))
     Path(args.out).write_text(json.dumps({"settings": vars(args), "results": results}, indent=1))
     print(f"wrote {args.out}")
     return 0

@@ -22,8 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import rollout_ab, shape_ab_args  # noqa: E402
-from vs_trl import SHAPES, warm_for  # noqa: E402
+from common import rollout_ab, run_shapes, shape_ab_args  # noqa: E402
 
 DEFAULT = "G8_tok32_px112,cot_G8_tok128_px112,vocab151k_P2_G8_tok32_px112"
 DRAW_SHAPES = [(64, 606), (128, 606), (16, 151_936), (64, 151_936)]
@@ -58,14 +57,13 @@ def main() -> int:
     print("| rows x vocabulary | torch.multinomial ms | inverse CDF ms | speed-up |\n|---|---|---|---|")
     for d in draws:
         print(f"| {d['rows']} x {d['vocab']} | {d['ms']['multinomial']:.3f} | {d['ms']['inverse_cdf']:.3f} | {d['speedup']:.1f}x |")
-    rollouts = {}
-    print("\n| shape | rows | multinomial s | inverse CDF s | multinomial ms/decoding step | inverse CDF ms/step | speed-up per step |")
-    print("|---|---|---|---|---|---|---|")
-    for name in names:
-        r = rollouts[name] = sampler_ab(name, warm_for(Path(args.work), SHAPES[name]["warm"]), args.repeats)
-        print(f"| {name} | {r['rows']} | {r['rollout_s']['multinomial']:.3f} | {r['rollout_s']['inverse_cdf']:.3f} "
-              f"| {r['ms_per_decode_step']['multinomial']:.2f} | {r['ms_per_decode_step']['inverse_cdf']:.2f} "
-              f"| {r['speedup_per_decode_step']:.2f}x |", flush=True)
+    print()
+    rollouts = run_shapes(
+        args, names, "| shape | rows | multinomial s | inverse CDF s | multinomial ms/decoding step | inverse CDF ms/step "
+                     "| speed-up per step |", sampler_ab,
+        lambda name, r: (f"| {name} | {r['rows']} | {r['rollout_s']['multinomial']:.3f} | {r['rollout_s']['inverse_cdf']:.3f} "
+                         f"| {r['ms_per_decode_step']['multinomial']:.2f} | {r['ms_per_decode_step']['inverse_cdf']:.2f} "
+                         f"| {r['speedup_per_decode_step']:.2f}x |"))
     Path(args.out).write_text(json.dumps({"settings": vars(args), "draws": draws, "rollouts": rollouts}, indent=1))
     print(f"wrote {args.out}")
     return 0
