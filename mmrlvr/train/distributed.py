@@ -192,8 +192,11 @@ def freeze_unreachable(model, processor) -> list[str]:
     device = next(model.parameters()).device
     inputs = model_kwargs(encode_prompts(processor, [_blank_sample(video)]), device)
     model.zero_grad(set_to_none=True)
+    was_training = model.training
+    model.eval()  # no dropout: the probe draws no random numbers, so the run's draws stay as they were
     with torch.enable_grad():
         model(**inputs).logits.float().mean().backward()
+    model.train(was_training)
     media = {id(p) for p in media_parameters(model)}
     unreachable = [(name, p) for name, p in model.named_parameters()
                    if p.requires_grad and p.grad is None and id(p) in media]
@@ -215,7 +218,7 @@ def dummy_vision_pass(model) -> torch.Tensor:
     """
     inner = base_model(model)
     device = next(inner.parameters()).device
-    dtype = next(iter(media_parameters(inner))).dtype
+    dtype = media_parameters(inner)[0].dtype
     if model_adapter(inner).layout == "grid":  # the smallest input there is, no processor needed
         inputs = _zero_patches(inner.config.vision_config, device, dtype)
     else:

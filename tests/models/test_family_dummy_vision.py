@@ -84,7 +84,15 @@ def test_parameters_no_forward_reaches_are_frozen_before_ddp(model_type, family_
     try:
         embed = model.get_input_embeddings().weight
         embed.requires_grad_(False)  # frozen already (e.g. by the user): not reported again
+        model.train()
+        dropping = {m: m.attention_dropout for m in model.modules() if isinstance(getattr(m, "attention_dropout", None), float)}
+        for m in dropping:  # the tiny configs have none: a training-mode forward would draw random numbers
+            m.attention_dropout = 0.1
+        rng = torch.get_rng_state()
         frozen = freeze_unreachable(model, processor)
+        assert model.training and torch.equal(torch.get_rng_state(), rng)  # mode kept, no random draw
+        for m, p in dropping.items():
+            m.attention_dropout = p
         embed.requires_grad_(True)
         expected = ["model.vision_tower.post_layernorm.weight",
                     "model.vision_tower.post_layernorm.bias"] if model_type == "llava_onevision" else []
