@@ -27,8 +27,9 @@ from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
 from mmrlvr.train.run_dir import claim_run_dir, release_lock
+from mmrlvr.train.schedule import make_scheduler
 from mmrlvr.train.setup import (
-    make_scheduler, prepare_policy, reference_policy, set_threads_and_seed, sharded_launch, start_trackers,
+    prepare_policy, reference_policy, set_threads_and_seed, sharded_launch, start_trackers,
     task_args, token_weighting_for_launch,
 )
 from mmrlvr.train.signals import black_fill

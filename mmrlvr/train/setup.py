@@ -24,7 +24,7 @@ def set_threads_and_seed(cfg: Config, log_with: list[str] | None = None):
     default OpenMP threads spin-wait and make tiny ops ~100x slower.
     """
     from accelerate import Accelerator
-    from transformers import set_seed
+    from accelerate.utils import set_seed  # transformers.set_seed imports trainer_utils, which imports peft (~60 MB)
 
     torch.set_num_threads(cfg.threads)
     trackers = [_tracker(name, cfg.output_dir) for name in (log_with or [])]
@@ -117,15 +117,6 @@ def start_trackers(accelerator, cfg: Config, run_dir: Path, purge_step: int | No
                 tracker.init_kwargs["purge_step"] = purge_step
         accelerator.init_trackers("mmrlvr", config=flat_config(cfg),
                                   init_kwargs={"wandb": {"name": Path(run_dir).name}})
-
-
-def make_scheduler(optimizer, train_cfg):
-    """transformers' LR schedule: constant, linear or cosine after `warmup_steps` of warm-up."""
-    from transformers import get_scheduler
-
-    name = "constant_with_warmup" if train_cfg.lr_scheduler == "constant" else train_cfg.lr_scheduler
-    return get_scheduler(name, optimizer, num_warmup_steps=train_cfg.warmup_steps,
-                         num_training_steps=train_cfg.steps)
 
 
 def _load_from(cfg: Config, path: str | Path):
