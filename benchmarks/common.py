@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import resource
+import threading
+import time
 from pathlib import Path
 
 from mmrlvr.config import load_config
@@ -31,6 +34,40 @@ def warm_start_dir(work: Path, seed: int = 0, config: str = "configs/quickstart.
 def peak_rss_mb() -> float:
     """Peak resident memory of this process (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (VmRSS, Linux)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+@contextlib.contextmanager
+def rss_peak(interval: float = 0.002):
+    """Within: a thread reads VmRSS every `interval` seconds. Yields a dict; on exit it holds
+    `base_mb` (at entry), `above_mb` (the peak above it) and `seconds` (wall time within)."""
+    out = {"base_mb": rss_mb()}
+    peak = [out["base_mb"]]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mb())
+            time.sleep(interval)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    t0 = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out["seconds"] = time.perf_counter() - t0
+        done.set()
+        thread.join()
+        out["above_mb"] = max(peak[0], rss_mb()) - out["base_mb"]
 
 
 def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:

@@ -20,8 +20,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 VOCAB = 151_936
@@ -30,14 +28,6 @@ CASES = {
     "grpo": ("grpo", []),
     "reinforce_pp, 2 mini-batches x 2 micro": ("reinforce_pp", ["algo.mini_batches=2", "algo.grad_accum=2"]),
 }
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    raise RuntimeError("no VmRSS")
 
 
 def child(case: str, prompts: int, group: int, tokens: int) -> dict:
@@ -92,27 +82,15 @@ def child(case: str, prompts: int, group: int, tokens: int) -> dict:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     accelerator = Accelerator(cpu=True)
     torch.set_num_threads(1)
-    base = _rss_mb()
-    peak = [base]
-    done = threading.Event()
+    from common import rss_peak
 
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], _rss_mb())
-            time.sleep(0.002)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    t0 = time.perf_counter()
-    update(model, ref, optimizer, accelerator, batch, cfg, algo, [], seed=0)
-    seconds = time.perf_counter() - t0
-    done.set()
-    thread.join()
+    with rss_peak() as mem:
+        update(model, ref, optimizer, accelerator, batch, cfg, algo, [], seed=0)
     full_logits_mb = n * (tokens + 1) * VOCAB * 4 / 2**20
     import mmrlvr
 
-    return {"case": case, "mmrlvr": str(Path(mmrlvr.__file__).parent), "rows": n, "tokens": tokens, "vocab": VOCAB, "baseline_mb": round(base),
-            "peak_above_baseline_mb": round(peak[0] - base), "update_s": round(seconds, 1),
+    return {"case": case, "mmrlvr": str(Path(mmrlvr.__file__).parent), "rows": n, "tokens": tokens, "vocab": VOCAB, "baseline_mb": round(mem["base_mb"]),
+            "peak_above_baseline_mb": round(mem["above_mb"]), "update_s": round(mem["seconds"], 1),
             "one_fp32_logits_copy_mb": round(full_logits_mb)}
 
 

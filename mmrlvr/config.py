@@ -185,6 +185,10 @@ class TrainConfig:
     """The output layer in blocks of 4M logits, each recomputed in the backward, where a micro-batch's completion
     logits are larger (wide vocabularies: 321 MB at 151,936 x 16 rows x 33 tokens), in the update and the supervised
     warm start; false: whole logits."""
+    recompute_mlp: bool = True
+    """The language model's gated MLPs keep gate(x) and up(x) for the backward and recompute the activation and the
+    product there (`mmrlvr.train.gated_mlp`): 2 of 4 intermediate-size tensors per token and layer, the same
+    gradients bit for bit, in the update and the supervised warm start; false: autograd keeps all four."""
     lr: float = 1e-4
     """Policy learning rate (AdamW): the peak of the schedule."""
     lr_scheduler: str = "constant"

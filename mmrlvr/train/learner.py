@@ -66,6 +66,7 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
         model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows, :t], mask[:, :t],
         temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
         entropy_grad=entropy_grad, prompt_once=cfg.train.prompt_once, chunked_head=cfg.train.chunked_head,
+        recompute_mlp=cfg.train.recompute_mlp,
     )
     keep = mask[:, :t].to(lp.device).bool()  # 0 on padding (rows shorter than the longest here): no one's values
     lp = torch.where(keep, lp, torch.zeros_like(lp))

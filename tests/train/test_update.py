@@ -142,3 +142,29 @@ def test_overlong_penalty_lowers_the_reward_of_long_completions():
     want = torch.tensor([1.0, 0.75, -0.5, -1.0]) - 0.0625
     assert torch.allclose(adv.flatten(), want)
     assert torch.equal(mask, batch.completion_mask)
+
+
+@pytest.mark.parametrize("grad_accum", [1, 3])
+def test_recomputed_mlps_change_no_weight_and_follow_the_setting(fresh_tiny, monkeypatch, grad_accum):
+    """`train.recompute_mlp` reaches the learner's forward (each MLP's forward runs the recomputing
+    function when on, never when off), and the update's weight deltas are bit-identical."""
+    from mmrlvr.train import gated_mlp
+
+    model, processor = fresh_tiny
+    calls = []
+    real = gated_mlp._GatedDown.apply
+    monkeypatch.setattr(gated_mlp._GatedDown, "apply", lambda *a: (calls.append(1), real(*a))[1])
+    deltas = {}
+    for on in (False, True):
+        cfg = load_config(None, ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
+                                 f"algo.grad_accum={grad_accum}", "algo.entropy_coef=0.01",
+                                 f"train.recompute_mlp={str(on).lower()}"])
+        algo = resolve_algo(cfg.algo, 6)
+        batch, suppress = _batch(model, processor, cfg, algo)
+        calls.clear()
+        deltas[on], _ = _apply(model, batch, cfg, algo, suppress)
+        layers = model.config.get_text_config().num_hidden_layers
+        # every MLP once per forward: prompt prefix and completions, or the joined rows, per micro-batch
+        assert (len(calls) >= layers * grad_accum and len(calls) % layers == 0) if on else not calls
+    assert all(torch.equal(a, b) for a, b in zip(deltas[False], deltas[True]))
+    assert max(a.abs().max().item() for a in deltas[True]) > 1e-4
