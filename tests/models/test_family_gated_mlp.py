@@ -178,3 +178,28 @@ def test_sharded_parameters_step_aside(family_policy, monkeypatch):
     assert gm.eligible_mlps(model)
     monkeypatch.setattr(gm, "params_sharded", lambda m: True)
     assert gm.eligible_mlps(model) == []
+
+
+def test_gradient_checkpointing_steps_aside_and_still_trains(family_policy):
+    """Checkpointed layers are recomputed in the backward, after the swap is undone: the swap is
+    not made, and the gradients equal the plain forward's."""
+    model, processor = family_policy("qwen2_5_vl")
+    engine, inputs, ids, mask = _batch(model, processor, "image")
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.25, -1.5, 0.75])
+    inter = _intermediate(model)
+
+    def fn(recompute):
+        return lambda: completion_logprobs(model, inputs, ids, mask, with_entropy=True, recompute_mlp=recompute)
+
+    model.train()
+    try:
+        _, _, g0, _, _ = _run(model, fn(False), weights, mask, inter)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        assert gm.eligible_mlps(model) == []
+        _, _, g1, _, _ = _run(model, fn(True), weights, mask, inter)
+    finally:
+        model.gradient_checkpointing_disable()
+        model.eval()
+        model.zero_grad(set_to_none=True)
+    assert g0.keys() == g1.keys()
+    assert max((g0[k] - g1[k]).abs().max().item() for k in g0) < 1e-6
