@@ -224,7 +224,8 @@ def test_the_warm_start_loss_uses_blocks_where_logits_are_wide(tiny, small_block
 
 
 def test_the_warm_start_reads_train_chunked_head(monkeypatch, tmp_path):
-    """`prepare_policy` hands `train.chunked_head` to the warm start (it used to always block)."""
+    """`prepare_policy` hands `train.chunked_head` (it used to always block) and
+    `train.recompute_mlp` to the warm start."""
     from mmrlvr.config import load_config
     from mmrlvr.tasks import load_task
     from mmrlvr.train import sft
@@ -233,10 +234,13 @@ def test_the_warm_start_reads_train_chunked_head(monkeypatch, tmp_path):
 
     seen = []
     real = sft.sft_loss
-    monkeypatch.setattr(sft, "sft_loss", lambda m, p, b, chunked=True: (seen.append(chunked), real(m, p, b, chunked))[1])
-    for flag in ("false", "true"):
-        cfg = load_config("configs/quickstart.yaml", [f"output_dir={tmp_path / flag}", "warm_start.steps=1",
-                                                      "warm_start.batch_size=2", f"train.chunked_head={flag}"])
-        (tmp_path / flag).mkdir()
-        prepare_policy(cfg, None, load_task("counting", "train", 4, 0), tmp_path / flag, Progress(0, enabled=False))
-    assert seen == [False, True]
+    monkeypatch.setattr(sft, "sft_loss", lambda m, p, b, chunked=True, recompute=True: (
+        seen.append((chunked, recompute)), real(m, p, b, chunked, recompute))[1])
+    for chunked, recompute in (("false", "true"), ("true", "false")):
+        cfg = load_config("configs/quickstart.yaml", [f"output_dir={tmp_path / chunked}", "warm_start.steps=1",
+                                                      "warm_start.batch_size=2", f"train.chunked_head={chunked}",
+                                                      f"train.recompute_mlp={recompute}"])
+        (tmp_path / chunked).mkdir()
+        prepare_policy(cfg, None, load_task("counting", "train", 4, 0), tmp_path / chunked,
+                       Progress(0, enabled=False))
+    assert seen == [(False, True), (True, False)]
