@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from mmrlvr.config import Config, ConfigError
+from mmrlvr.train.schedule import SCHEDULES
 from mmrlvr.validate_rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 
 
@@ -63,7 +64,7 @@ RULES: list[Rule] = [
     Rule("rollout.vllm_max_num_batched_tokens", at_least(1), "an integer >= 1 (or null)"),
     Rule("train.steps", at_least(1), "an integer >= 1"),
     Rule("train.lr", above(0), "a finite number > 0"),
-    Rule("train.lr_scheduler", one_of("constant", "linear", "cosine"), "constant, linear or cosine"),
+    Rule("train.lr_scheduler", one_of(*SCHEDULES), " or ".join([", ".join(SCHEDULES[:-1]), SCHEDULES[-1]])),
     Rule("train.warmup_steps", at_least(0), "an integer >= 0 (RL steps)"),
     Rule("train.weight_decay", at_least(0), "a finite number >= 0"),
     Rule("train.max_grad_norm", above(0), "a finite number > 0"),

@@ -111,6 +111,11 @@ def test_steps_aside_where_it_cannot_match(family_policy):
     vision = next(m for n, m in model.named_modules() if n.endswith("visual.blocks.0.mlp"))
     assert gm.why_not_recomputed(vision) is not None  # not a known gated MLP (and its down_proj has a bias)
 
+    handle = mlp.register_forward_hook(lambda *a: None)
+    try:
+        assert "hooks on the MLP" in gm.why_not_recomputed(mlp)
+    finally:
+        handle.remove()
     handle = mlp.down_proj.register_forward_pre_hook(lambda *a: None)
     try:
         assert "hooks on down_proj" in gm.why_not_recomputed(mlp)
@@ -203,3 +208,12 @@ def test_gradient_checkpointing_steps_aside_and_still_trains(family_policy):
         model.zero_grad(set_to_none=True)
     assert g0.keys() == g1.keys()
     assert max((g0[k] - g1[k]).abs().max().item() for k in g0) < 1e-6
+
+
+def test_lora_on_down_proj_steps_aside(family_policy):
+    """mmrlvr's LoRA wraps every language-model projection, down_proj included: the MLPs keep
+    their own forward (the adapter's path is not the plain matmul the function replays)."""
+    model, _ = family_policy("qwen2_5_vl", lora_rank=4)
+    mlps = _text_mlps(model)
+    assert mlps and all("not a plain Linear" in gm.why_not_recomputed(m) for m in mlps)
+    assert gm.eligible_mlps(model) == []

@@ -71,7 +71,7 @@ def test_state_round_trip_and_a_transformers_state_loads():
 
 def test_unknown_schedule_is_named():
     with pytest.raises(ValueError, match="train.lr_scheduler='cosin'"):
-        make_scheduler(_opt(), SimpleNamespace(lr_scheduler="cosin", warmup_steps=0, steps=3))
+        make_scheduler(_opt(), SimpleNamespace(lr_scheduler="cosin", warmup_steps=3, steps=5))  # at build, not after warm-up
 
 
 def test_a_run_without_lora_never_imports_peft(tmp_path):
