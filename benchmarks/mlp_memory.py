@@ -8,8 +8,8 @@ intermediate 1,376, 4 layers; 3B is 2,048 / 11,008 x 36); the vocabulary stays a
 that logits do not hide the MLPs. The batch is the chain-of-thought shape: P prompts x G
 completions of T tokens, one update (grpo, token-mean), fp32, one thread.
 
-Reported per arm: the bytes autograd keeps for the backward at the end of the forward (counted
-with `torch.autograd.graph.saved_tensors_hooks`, each storage once: exact, no allocator noise),
+Reported per arm: the bytes autograd keeps for the backward when the backward starts (counted
+with `torch.autograd.graph.saved_tensors_hooks`, each live storage once: exact, no allocator noise),
 the peak resident memory above the level before the update (a thread reads VmRSS every 2 ms)
 and the update's seconds (medians over repeats; the two arms' weights after the update are
 compared bit for bit). The peak is read twice: with glibc's mmap threshold fixed at 128 KiB
@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import weakref
 from pathlib import Path
 
 MODELS = {"tiny": {}, "3B-ratio": {"hidden_size": 256, "intermediate_size": 1376, "num_attention_heads": 8,
@@ -81,12 +82,23 @@ def child(model_name: str, recompute: bool, prompts: int, group: int, tokens: in
     learner = Learner(cfg, model, optimizer, Accelerator(cpu=True), [])
     torch.set_num_threads(1)
 
+    # what is held when the backward starts: a storage packed by a branch the forward already
+    # dropped (a metric computed with grad, then discarded) is freed, and its address may be reused
+    packed: list = []  # (weakref to the saved tensor, storage address, storage bytes)
     kept: dict[int, int] = {}
 
     def pack(t):
-        kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        packed.append((weakref.ref(t), t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()))
         return t
 
+    real_backward = learner.accelerator.backward
+
+    def backward(loss, **kw):  # each storage once, parameters' own (weights and their views) excluded
+        kept.update({ptr: size for ref, ptr, size in packed if ref() is not None and ptr not in params})
+        packed.clear()
+        return real_backward(loss, **kw)
+
+    learner.accelerator.backward = backward
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     from common import rss_peak
 
@@ -96,8 +108,7 @@ def child(model_name: str, recompute: bool, prompts: int, group: int, tokens: in
     text = config.text_config
     return {"model": model_name, "recompute_mlp": recompute, "hidden": text.hidden_size,
             "intermediate": text.intermediate_size, "layers": text.num_hidden_layers, "rows": n, "tokens": tokens,
-            "kept_bytes": sum(v for k, v in kept.items() if k not in params),
-            "kept_mb": round(sum(v for k, v in kept.items() if k not in params) / 2**20, 1),
+            "kept_bytes": sum(kept.values()), "kept_mb": round(sum(kept.values()) / 2**20, 1),
             "peak_above_baseline_mb": round(mem["above_mb"], 1), "update_s": round(mem["seconds"], 3), "weights": digest[:16]}
 
 

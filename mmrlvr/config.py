@@ -174,6 +174,10 @@ class RewardTerm:
     """Weight in the summed reward."""
 
 
+LR_SCHEDULES = ("constant", "linear", "cosine")
+"""`train.lr_scheduler` values (`mmrlvr.train.schedule` computes them; `mmrlvr.validate` checks them)."""
+
+
 @dataclass
 class TrainConfig:
     steps: int = 100
@@ -192,7 +196,7 @@ class TrainConfig:
     lr: float = 1e-4
     """Policy learning rate (AdamW): the peak of the schedule."""
     lr_scheduler: str = "constant"
-    """constant, linear (decay to 0) or cosine (to 0), over train.steps RL steps (transformers' helpers)."""
+    """constant, linear (decay to 0) or cosine (to 0), over train.steps RL steps (transformers' factors)."""
     warmup_steps: int = 0
     """RL steps of linear warm-up from 0 to train.lr before the schedule."""
     weight_decay: float = 0.0

@@ -14,8 +14,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from mmrlvr.config import Config, ConfigError
-from mmrlvr.train.schedule import SCHEDULES
+from mmrlvr.config import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.validate_rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 
 

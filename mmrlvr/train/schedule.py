@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from functools import partial
 
-SCHEDULES = ("constant", "linear", "cosine")
+from mmrlvr.config import LR_SCHEDULES as SCHEDULES
 
 
 def lr_factor(step: int, *, name: str, warmup_steps: int, total_steps: int) -> float:
