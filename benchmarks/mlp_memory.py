@@ -1,10 +1,13 @@
 """What `train.recompute_mlp` saves: one RL update with the gated MLPs' activation and product
-recomputed in the backward, against autograd keeping all four intermediate-size tensors.
+recomputed in the backward, against autograd keeping all four intermediate-size tensors; with
+`--setting mask_once`, what `train.mask_once` saves (one additive attention mask per forward
+against SDPA's copy per layer). The other setting stays at its default (on) in both arms.
 
 Each measurement is its own process (arms alternate, on/off/on/off...). The model is the
 embedded tiny Qwen2.5-VL, as it is ("tiny", intermediate = 2 x hidden) and with its language
 model widened to Qwen2.5-VL-3B's ratio of intermediate to hidden size ("3B-ratio": hidden 256,
-intermediate 1,376, 4 layers; 3B is 2,048 / 11,008 x 36); the vocabulary stays at 606 entries so
+intermediate 1,376, 4 layers; 3B is 2,048 / 11,008 x 36) and deepened to 7B's 28 layers ("28-layer");
+the vocabulary stays at 606 entries so
 that logits do not hide the MLPs. The batch is the chain-of-thought shape: P prompts x G
 completions of T tokens, one update (grpo, token-mean), fp32, one thread.
 
@@ -19,6 +22,7 @@ defaults (`default`: freed memory is kept for reuse, so the peak also carries th
 history; what a CPU run's RSS shows).
 
     python benchmarks/mlp_memory.py --repeats 3
+    python benchmarks/mlp_memory.py --repeats 3 --setting mask_once   # -> results/mask_memory.json
 """
 
 from __future__ import annotations
@@ -33,11 +37,14 @@ import tempfile
 import weakref
 from pathlib import Path
 
+SETTINGS = {"recompute_mlp": "mlp_memory.json", "mask_once": "mask_memory.json"}  # setting -> results file
 MODELS = {"tiny": {}, "3B-ratio": {"hidden_size": 256, "intermediate_size": 1376, "num_attention_heads": 8,
-                                    "num_key_value_heads": 2}}
+                                    "num_key_value_heads": 2},
+          # the tiny model at Qwen2.5-VL-7B's depth: what grows with the number of layers
+          "28-layer": {"num_hidden_layers": 28, "layer_types": ["full_attention"] * 28}}
 
 
-def child(model_name: str, recompute: bool, prompts: int, group: int, tokens: int) -> dict:
+def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, setting: str = "recompute_mlp") -> dict:
     import dataclasses
     import hashlib
 
@@ -67,7 +74,7 @@ def child(model_name: str, recompute: bool, prompts: int, group: int, tokens: in
     model = Qwen2_5_VLForConditionalGeneration(config).train()
     cfg = load_config(None, ["algo.algorithm=grpo", f"rollout.prompts_per_step={prompts}",
                              f"rollout.group_size={group}", f"rollout.max_new_tokens={tokens}",
-                             f"train.recompute_mlp={str(recompute).lower()}"])
+                             f"train.{setting}={str(on).lower()}"])
     cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, tokens))  # what the loop hands the learner
     samples = load_task("counting", "train", prompts, 0)
     n = prompts * group
@@ -106,7 +113,7 @@ def child(model_name: str, recompute: bool, prompts: int, group: int, tokens: in
         learner.update(batch, advantages_for(batch, cfg)[0], seed=0)
     digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
     text = config.text_config
-    return {"model": model_name, "recompute_mlp": recompute, "hidden": text.hidden_size,
+    return {"model": model_name, "setting": setting, "on": on, setting: on, "hidden": text.hidden_size,
             "intermediate": text.intermediate_size, "layers": text.num_hidden_layers, "rows": n, "tokens": tokens,
             "kept_bytes": sum(kept.values()), "kept_mb": round(sum(kept.values()) / 2**20, 1),
             "peak_above_baseline_mb": round(mem["above_mb"], 1), "update_s": round(mem["seconds"], 3), "weights": digest[:16]}
@@ -115,10 +122,10 @@ def child(model_name: str, recompute: bool, prompts: int, group: int, tokens: in
 ALLOCATORS = {"live": {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}, "default": {}}
 
 
-def run_child(model_name: str, recompute: bool, args, allocator: str) -> dict:
+def run_child(model_name: str, on: bool, args, allocator: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.update(OMP_NUM_THREADS="1", **ALLOCATORS[allocator])
-    cmd = [sys.executable, __file__, "--child", model_name, "--recompute", str(int(recompute)),
+    cmd = [sys.executable, __file__, "--child", model_name, "--on", str(int(on)), "--setting", args.setting,
            "--prompts", str(args.prompts), "--group", str(args.group), "--tokens", str(args.tokens)]
     out = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
                          check=True)
@@ -133,11 +140,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--allocator", default="both", choices=["both", *ALLOCATORS])
+    parser.add_argument("--setting", default="recompute_mlp", choices=list(SETTINGS), help="the train setting A/B'd")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--recompute", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--on", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, bool(args.recompute), args.prompts, args.group, args.tokens)))
+        print(json.dumps(child(args.child, bool(args.on), args.prompts, args.group, args.tokens, args.setting)))
         return
     allocators = list(ALLOCATORS) if args.allocator == "both" else [args.allocator]
     names = args.models.split(",")
@@ -165,12 +173,12 @@ def main() -> None:
 
     print(table(rows, [("model", "model", ""), ("hidden", "H", "d"), ("intermediate", "I", "d"),
                        ("rows", "rows", "d"), ("tokens", "T", "d"), ("allocator", "allocator", ""),
-                       ("recompute_mlp", "recompute_mlp", ""),
+                       ("on", args.setting, ""),
                        ("kept_mb", "kept for backward (MB)", ".1f"),
                        ("peak_above_baseline_mb", "peak RSS above baseline (MB)", ".0f"),
                        ("peak_spread", "spread", ""), ("update_s", "update s", ".3f"), ("s_spread", "spread", ""),
                        ("same_weights", "same weights", "")]))
-    out = Path(__file__).resolve().parent / "results" / "mlp_memory.json"
+    out = Path(__file__).resolve().parent / "results" / SETTINGS[args.setting]
     out.write_text(json.dumps(rows, indent=1))
 
 

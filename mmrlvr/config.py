@@ -193,6 +193,10 @@ class TrainConfig:
     """The language model's gated MLPs keep gate(x) and up(x) for the backward and recompute the activation and the
     product there (`mmrlvr.train.gated_mlp`): 2 of 4 intermediate-size tensors per token and layer, the same
     gradients bit for bit, in the update and the supervised warm start; false: autograd keeps all four."""
+    mask_once: bool = True
+    """The language model's attention layers share one additive copy of the boolean attention mask, made once per
+    forward, instead of SDPA making and keeping one per layer (`mmrlvr.train.attention_mask`): the same numbers bit for
+    bit, in the update and the supervised warm start; false: one copy per layer."""
     lr: float = 1e-4
     """Policy learning rate (AdamW): the peak of the schedule."""
     lr_scheduler: str = "constant"

@@ -168,3 +168,28 @@ def test_recomputed_mlps_change_no_weight_and_follow_the_setting(fresh_tiny, mon
         assert (len(calls) >= layers * grad_accum and len(calls) % layers == 0) if on else not calls
     assert all(torch.equal(a, b) for a, b in zip(deltas[False], deltas[True]))
     assert max(a.abs().max().item() for a in deltas[True]) > 1e-4
+
+
+@pytest.mark.parametrize("grad_accum", [1, 3])
+def test_one_attention_mask_per_forward_changes_no_weight_and_follows_the_setting(fresh_tiny, monkeypatch, grad_accum):
+    """`train.mask_once` reaches the learner's forward (each boolean mask is made additive once per
+    forward when on, never when off), and the update's weight deltas are bit-identical."""
+    from mmrlvr.train import attention_mask
+
+    model, processor = fresh_tiny
+    made = []
+    real = attention_mask.additive_mask
+    monkeypatch.setattr(attention_mask, "additive_mask", lambda m, d: (made.append(tuple(m.shape)), real(m, d))[1])
+    deltas = {}
+    for on in (False, True):
+        cfg = load_config(None, ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
+                                 f"algo.grad_accum={grad_accum}", "algo.entropy_coef=0.01",
+                                 f"train.mask_once={str(on).lower()}"])
+        algo = resolve_algo(cfg.algo, 6)
+        batch, suppress = _batch(model, processor, cfg, algo)
+        made.clear()
+        deltas[on], _ = _apply(model, batch, cfg, algo, suppress)
+        # completions of different lengths pad: at least one mask per micro-batch, one per forward at most
+        assert (grad_accum <= len(made) <= 2 * grad_accum) if on else not made
+    assert all(torch.equal(a, b) for a, b in zip(deltas[False], deltas[True]))
+    assert max(a.abs().max().item() for a in deltas[True]) > 1e-4
