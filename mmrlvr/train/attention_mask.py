@@ -11,6 +11,7 @@ and 8 rows of 1,024 completion tokens after a 1,500-token prompt, 28 x 41 MB in 
 `masks_once` converts the mask the layers receive once, with the same two ops, and passes the
 additive tensor to every layer's attention: SDPA then uses it as it is, every layer keeps the same
 tensor, and the numbers are bit for bit the ones of the boolean mask (tests, in every family).
+Its rows are padded (`ALIGN`) so that CUDA's memory-efficient kernel takes it without a copy.
 Which modules (`why_not_shared`): the language model's attention of the known families, running
 `sdpa`. It steps aside without gradients (nothing is kept then), under autocast (the query's dtype
 is not the hidden states') and under gradient checkpointing (the layers' recomputation in the
@@ -30,10 +31,19 @@ TEXT_ATTENTIONS = ("Qwen2_5_VLAttention", "Qwen2VLAttention", "Qwen3VLTextAttent
 """Language-model attention classes (transformers 5) that pass `attention_mask` to SDPA unchanged."""
 
 
+ALIGN = 16
+"""Rows of the additive mask start at multiples of this many elements: CUDA's memory-efficient
+SDPA copies a mask whose strides are not multiples of 8 into a padded one in every call
+(aten/src/ATen/native/transformers/attention.cpp, `preprocess_mask` / `aligned_tensor`), which
+would bring one copy per layer back."""
+
+
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """(..., q, kv) bool -> the same shape in `dtype`: 0 where attended, -inf where masked out;
-    what SDPA makes of a boolean mask in each call."""
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask.logical_not(), float("-inf"))
+    the values SDPA makes of a boolean mask in each call. A view whose rows are `ALIGN`-padded."""
+    kv = mask.shape[-1]
+    rows = torch.zeros((*mask.shape[:-1], -(-kv // ALIGN) * ALIGN), dtype=dtype, device=mask.device)
+    return rows[..., :kv].masked_fill_(mask.logical_not(), float("-inf"))
 
 
 def why_not_shared(attention: torch.nn.Module) -> str | None:

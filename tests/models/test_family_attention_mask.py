@@ -78,8 +78,10 @@ def test_one_mask_per_forward_gives_the_same_numbers(model_type, media, once, fa
     assert all(torch.equal(g0[k], g1[k]) for k in g0), [k for k in g0 if not torch.equal(g0[k], g1[k])]
     # the mixed prompt lengths pad: every forward hands each layer one boolean mask; prompt-once runs two forwards
     assert [n for _, n in masks0] == [layers] * (2 if once else 1) == [n for _, n in masks1]
-    one_each = sum(m.numel() * lp0.element_size() for m, _ in masks0)
-    assert kept0 - kept1 == (layers - 1) * one_each
+    # SDPA's copies are contiguous; the shared one's rows are padded to ALIGN elements
+    sdpa_copy = sum(m.numel() * lp0.element_size() for m, _ in masks0)
+    shared = sum(m[..., 0].numel() * -(-m.shape[-1] // am.ALIGN) * am.ALIGN * lp0.element_size() for m, _ in masks0)
+    assert kept0 - kept1 == layers * sdpa_copy - shared
     assert all(not a._forward_pre_hooks for a in _text_attentions(model))  # hooks gone
 
 
@@ -101,7 +103,8 @@ def test_the_conversion_is_sdpas_own(dtype):
     for m in (mask, am.additive_mask(mask, dtype)):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
         outs.append((out, *torch.autograd.grad(out, (q, k, v), grad)))
-    assert am.additive_mask(mask, dtype).dtype == dtype
+    made = am.additive_mask(mask, dtype)
+    assert made.dtype == dtype and made.shape == mask.shape and made.stride()[:3] == (5 * 16, 5 * 16, 16)
     assert all(torch.equal(a, b) for a, b in zip(*outs))
     flipped = am.additive_mask(~mask, dtype)  # a mask read the other way round gives other numbers
     assert not torch.equal(F.scaled_dot_product_attention(q, k, v, attn_mask=flipped.nan_to_num(neginf=-1e4)), outs[0][0])
@@ -178,3 +181,27 @@ def test_the_warm_start_loss_passes_its_settings_on(family_policy, monkeypatch):
         model.eval()
         model.zero_grad(set_to_none=True)
     assert seen == [(True, False), (False, True)]
+
+
+def test_a_lora_policy_gets_the_same_numbers(family_policy):
+    """mmrlvr's LoRA wraps the projections inside the attention modules, not the modules: the mask
+    is shared there too, and the adapters' gradients are the same bit for bit."""
+    model, processor = family_policy("qwen2_5_vl", lora_rank=4)
+    engine, inputs, ids, mask = _batch(model, processor, "image")
+    layers = model.config.get_text_config().num_hidden_layers
+    assert len(am.eligible_attentions(model)) == layers
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.25, -1.5, 0.75])
+
+    def fn(on):
+        return lambda: completion_logprobs(model, inputs, ids, mask, with_entropy=True, prompt_once=True, mask_once=on)
+
+    model.train()
+    try:
+        lp0, _, g0, masks0, kept0 = _run(model, fn(False), weights, mask)
+        lp1, _, g1, _, kept1 = _run(model, fn(True), weights, mask)
+    finally:
+        model.eval()
+        model.zero_grad(set_to_none=True)
+    assert g0 and all("lora" in k for k in g0) and g0.keys() == g1.keys()
+    assert torch.equal(lp0, lp1) and all(torch.equal(g0[k], g1[k]) for k in g0)
+    assert masks0 and kept1 < kept0
