@@ -1,7 +1,9 @@
 """What `train.recompute_mlp` saves: one RL update with the gated MLPs' activation and product
 recomputed in the backward, against autograd keeping all four intermediate-size tensors; with
 `--setting mask_once`, what `train.mask_once` saves (one additive attention mask per forward
-against SDPA's copy per layer). The other setting stays at its default (on) in both arms.
+against SDPA's copy per layer); with `--setting recompute_norm`, what `train.recompute_norm` saves
+(RMSNorms keeping only their bf16 input; bf16 weights, the default dtype of that setting). The
+other settings stay at their defaults (on) in both arms.
 
 Each measurement is its own process (arms alternate, on/off/on/off...). The model is the
 embedded tiny Qwen2.5-VL, as it is ("tiny", intermediate = 2 x hidden) and with its language
@@ -23,6 +25,7 @@ history; what a CPU run's RSS shows).
 
     python benchmarks/mlp_memory.py --repeats 3
     python benchmarks/mlp_memory.py --repeats 3 --setting mask_once   # -> results/mask_memory.json
+    python benchmarks/mlp_memory.py --repeats 3 --setting recompute_norm   # -> results/norm_memory.json (bf16)
 """
 
 from __future__ import annotations
@@ -37,14 +40,17 @@ import tempfile
 import weakref
 from pathlib import Path
 
-SETTINGS = {"recompute_mlp": "mlp_memory.json", "mask_once": "mask_memory.json"}  # setting -> results file
+# setting -> (results file, default dtype): the norm's swap acts on bf16 / fp16 models only
+SETTINGS = {"recompute_mlp": ("mlp_memory.json", "float32"), "mask_once": ("mask_memory.json", "float32"),
+            "recompute_norm": ("norm_memory.json", "bfloat16")}
 MODELS = {"tiny": {}, "3B-ratio": {"hidden_size": 256, "intermediate_size": 1376, "num_attention_heads": 8,
                                     "num_key_value_heads": 2},
           # the tiny model at Qwen2.5-VL-7B's depth: what grows with the number of layers
           "28-layer": {"num_hidden_layers": 28, "layer_types": ["full_attention"] * 28}}
 
 
-def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, setting: str = "recompute_mlp") -> dict:
+def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, setting: str = "recompute_mlp",
+          dtype: str = "float32") -> dict:
     import dataclasses
     import hashlib
 
@@ -71,7 +77,7 @@ def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, sett
     if "hidden_size" in MODELS[model_name]:
         config.vision_config.out_hidden_size = config.text_config.hidden_size
     torch.manual_seed(0)
-    model = Qwen2_5_VLForConditionalGeneration(config).train()
+    model = Qwen2_5_VLForConditionalGeneration(config).to(getattr(torch, dtype)).train()
     cfg = load_config(None, ["algo.algorithm=grpo", f"rollout.prompts_per_step={prompts}",
                              f"rollout.group_size={group}", f"rollout.max_new_tokens={tokens}",
                              f"train.{setting}={str(on).lower()}"])
@@ -111,9 +117,9 @@ def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, sett
 
     with rss_peak() as mem, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         learner.update(batch, advantages_for(batch, cfg)[0], seed=0)
-    digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
+    digest = hashlib.sha256(b"".join(p.detach().float().numpy().tobytes() for p in model.parameters())).hexdigest()
     text = config.text_config
-    return {"model": model_name, "setting": setting, "on": on, setting: on, "hidden": text.hidden_size,
+    return {"model": model_name, "setting": setting, "on": on, setting: on, "dtype": dtype, "hidden": text.hidden_size,
             "intermediate": text.intermediate_size, "layers": text.num_hidden_layers, "rows": n, "tokens": tokens,
             "kept_bytes": sum(kept.values()), "kept_mb": round(sum(kept.values()) / 2**20, 1),
             "peak_above_baseline_mb": round(mem["above_mb"], 1), "update_s": round(mem["seconds"], 3), "weights": digest[:16]}
@@ -126,6 +132,7 @@ def run_child(model_name: str, on: bool, args, allocator: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.update(OMP_NUM_THREADS="1", **ALLOCATORS[allocator])
     cmd = [sys.executable, __file__, "--child", model_name, "--on", str(int(on)), "--setting", args.setting,
+           "--dtype", args.dtype,
            "--prompts", str(args.prompts), "--group", str(args.group), "--tokens", str(args.tokens)]
     out = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
                          check=True)
@@ -142,10 +149,14 @@ def main() -> None:
     parser.add_argument("--allocator", default="both", choices=["both", *ALLOCATORS])
     parser.add_argument("--setting", default="recompute_mlp", choices=list(SETTINGS), help="the train setting A/B'd")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                        help="the model's weights (default: the setting's; bfloat16 for recompute_norm)")
     parser.add_argument("--on", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.dtype = args.dtype or SETTINGS[args.setting][1]
     if args.child:
-        print(json.dumps(child(args.child, bool(args.on), args.prompts, args.group, args.tokens, args.setting)))
+        print(json.dumps(child(args.child, bool(args.on), args.prompts, args.group, args.tokens, args.setting,
+                               args.dtype)))
         return
     allocators = list(ALLOCATORS) if args.allocator == "both" else [args.allocator]
     names = args.models.split(",")
@@ -172,13 +183,13 @@ def main() -> None:
     from common import table
 
     print(table(rows, [("model", "model", ""), ("hidden", "H", "d"), ("intermediate", "I", "d"),
-                       ("rows", "rows", "d"), ("tokens", "T", "d"), ("allocator", "allocator", ""),
+                       ("rows", "rows", "d"), ("tokens", "T", "d"), ("dtype", "dtype", ""), ("allocator", "allocator", ""),
                        ("on", args.setting, ""),
                        ("kept_mb", "kept for backward (MB)", ".1f"),
                        ("peak_above_baseline_mb", "peak RSS above baseline (MB)", ".0f"),
                        ("peak_spread", "spread", ""), ("update_s", "update s", ".3f"), ("s_spread", "spread", ""),
                        ("same_weights", "same weights", "")]))
-    out = Path(__file__).resolve().parent / "results" / SETTINGS[args.setting]
+    out = Path(__file__).resolve().parent / "results" / SETTINGS[args.setting][0]
     out.write_text(json.dumps(rows, indent=1))
 
 

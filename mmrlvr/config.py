@@ -193,6 +193,11 @@ class TrainConfig:
     """The language model's gated MLPs keep gate(x) and up(x) for the backward and recompute the activation and the
     product there (`mmrlvr.train.gated_mlp`): 2 of 4 intermediate-size tensors per token and layer, the same
     gradients bit for bit, in the update and the supervised warm start; false: autograd keeps all four."""
+    recompute_norm: bool = True
+    """The language model's RMSNorms, fed bf16 or fp16, keep only their input for the backward and recompute the rest
+    there (`mmrlvr.train.rms_norm`): 2 bytes an element instead of 6, the same gradients bit for bit, in the update and
+    the supervised warm start; float32 models are unaffected; false: autograd keeps the float32 copy and the normed
+    tensor."""
     mask_once: bool = True
     """The language model's attention layers share one additive copy of the boolean attention mask, made once per
     forward, instead of SDPA making and keeping one per layer (`mmrlvr.train.attention_mask`): the same numbers bit for

@@ -53,3 +53,20 @@ def test_rss_peak_sees_a_temporary_allocation():
         time.sleep(0.05)  # held while the sampler runs (filling it may keep the GIL from the sampler's thread)
         del block
     assert mem["above_mb"] > 50 and mem["seconds"] >= 0
+
+
+def test_the_measured_norm_saving_in_bfloat16(monkeypatch):
+    """bf16 weights: each swapped call keeps the bf16 input instead of the float32 copy, the root
+    and the normed tensor; the update's weights are the same."""
+    from mmrlvr.train import rms_norm
+
+    calls = []
+    real = rms_norm._RMSNorm.apply
+    monkeypatch.setattr(rms_norm._RMSNorm, "apply",
+                        lambda x, w, eps: (calls.append((x.numel(), x.shape[-1], w.requires_grad)), real(x, w, eps))[1])
+    off = child("tiny", False, 2, 3, 8, setting="recompute_norm", dtype="bfloat16")
+    assert not calls
+    on = child("tiny", True, 2, 3, 8, setting="recompute_norm", dtype="bfloat16")
+    assert calls and off["weights"] == on["weights"] and on["dtype"] == "bfloat16"
+    assert off["kept_bytes"] - on["kept_bytes"] >= sum(4 * n + 4 * (n // h) + (2 * n if t else 0) - 2 * n
+                                                       for n, h, t in calls) > 0

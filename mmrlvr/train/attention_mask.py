@@ -25,6 +25,7 @@ import contextlib
 import torch
 
 from mmrlvr.models.wrapping import base_model
+from mmrlvr.train.swaps import checkpointed, swap_allowed
 
 TEXT_ATTENTIONS = ("Qwen2_5_VLAttention", "Qwen2VLAttention", "Qwen3VLTextAttention", "Gemma3Attention",
                    "LlamaAttention", "Qwen2Attention")
@@ -58,7 +59,7 @@ def why_not_shared(attention: torch.nn.Module) -> str | None:
 def eligible_attentions(model) -> list[torch.nn.Module]:
     """The attention modules whose mask `masks_once` converts once per forward."""
     inner = base_model(model)
-    if any(getattr(m, "gradient_checkpointing", False) is True for m in inner.modules()):
+    if checkpointed(inner):
         return []  # the recomputed layers would convert their own copy in the backward: nothing kept less
     return [m for m in inner.modules() if why_not_shared(m) is None]
 
@@ -67,10 +68,7 @@ def eligible_attentions(model) -> list[torch.nn.Module]:
 def masks_once(model, enabled: bool = True):
     """Within: each boolean 4-D mask the eligible attention layers receive is made additive once and
     that one tensor goes to all of them. Yields the number of layers hooked."""
-    on = enabled and torch.is_grad_enabled()
-    if on:
-        device = next(base_model(model).parameters()).device
-        on = not torch.is_autocast_enabled(device.type)
+    on = swap_allowed(model, enabled)
     layers = eligible_attentions(model) if on else []
     made: dict[tuple[int, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}  # holds each boolean mask: ids stay unique
 

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from mmrlvr.models.wrapping import base_model, params_sharded
+from mmrlvr.train.swaps import checkpointed, swap_allowed
 
 GATED_MLPS = ("Qwen2MLP", "Qwen3VLTextMLP", "Gemma3MLP", "LlamaMLP")
 """MLP classes whose forward is `down_proj(act_fn(gate_proj(x)) * up_proj(x))` (transformers 5)."""
@@ -127,7 +128,7 @@ def eligible_mlps(model) -> list[torch.nn.Module]:
     inner = base_model(model)
     if params_sharded(inner):  # FSDP2 / ZeRO-3 gather inside the wrapped forwards
         return []
-    if any(getattr(m, "gradient_checkpointing", False) is True for m in inner.modules()):
+    if checkpointed(inner):
         # the layers are recomputed in the backward, after the swap is undone: a non-reentrant
         # checkpoint would find other tensors saved than in the forward (and keeping less buys nothing)
         return []
@@ -139,10 +140,7 @@ def recomputed_gated_mlps(model, enabled: bool = True):
     """Within: each eligible gated MLP keeps two of its four (n, T, I) tensors for the backward.
     Nothing is swapped without gradients (no_grad forwards keep nothing anyway) or under autocast
     (the backward would run outside it). Yields the number of MLPs swapped."""
-    on = enabled and torch.is_grad_enabled()
-    if on:
-        device = next(base_model(model).parameters()).device
-        on = not torch.is_autocast_enabled(device.type)
+    on = swap_allowed(model, enabled)
     mlps = eligible_mlps(model) if on else []
     for m in mlps:
         m.forward = _recomputing_forward(m, activation_kind(m.act_fn))

@@ -67,7 +67,7 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
         temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
         entropy_grad=entropy_grad, prompt_once=cfg.train.prompt_once, chunked_head=cfg.train.chunked_head,
         recompute_mlp=cfg.train.recompute_mlp,
-        mask_once=cfg.train.mask_once,
+        mask_once=cfg.train.mask_once, recompute_norm=cfg.train.recompute_norm,
     )
     keep = mask[:, :t].to(lp.device).bool()  # 0 on padding (rows shorter than the longest here): no one's values
     lp = torch.where(keep, lp, torch.zeros_like(lp))

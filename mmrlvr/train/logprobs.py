@@ -14,6 +14,7 @@ from mmrlvr.models.adapters import features_per_row, model_adapter
 from mmrlvr.rollout.prefill import prompt_cache, why_not_shared
 from mmrlvr.train.attention_mask import masks_once
 from mmrlvr.train.gated_mlp import recomputed_gated_mlps
+from mmrlvr.train.rms_norm import recomputed_rms_norms
 from mmrlvr.train.head import head_logprobs, kept_head_input, output_layer, why_not_chunked
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
@@ -147,6 +148,7 @@ def completion_logprobs(
     chunked_head: bool = False,
     recompute_mlp: bool = False,
     mask_once: bool = False,
+    recompute_norm: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(N, T) log-probs (and entropies) of the completion tokens given their prompts.
 
@@ -157,12 +159,14 @@ def completion_logprobs(
     logits never exist (`mmrlvr.train.head`), where they exceed one block of `CHUNK_ELEMENTS`.
     `recompute_mlp`: the gated MLPs keep 2 of their 4 (n, T, I) tensors for the backward
     (`mmrlvr.train.gated_mlp`). `mask_once`: the attention layers share one additive copy of the
-    boolean mask instead of keeping one each (`mmrlvr.train.attention_mask`)."""
+    boolean mask instead of keeping one each (`mmrlvr.train.attention_mask`). `recompute_norm`: RMSNorms
+    fed bf16 / fp16 keep only their input for the backward (`mmrlvr.train.rms_norm`)."""
     t = completion_ids.shape[1]
     blocks = chunked_head and why_not_chunked(model, completion_ids.numel(), CHUNK_ELEMENTS) is None
     head = output_layer(model) if blocks else None
     with kept_head_input(head) if blocks else contextlib.nullcontext() as kept, \
-            recomputed_gated_mlps(model, recompute_mlp), masks_once(model, mask_once):
+            recomputed_gated_mlps(model, recompute_mlp), masks_once(model, mask_once), \
+            recomputed_rms_norms(model, recompute_norm):
         logits = None
         if prompt_once:
             logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids)

@@ -149,7 +149,8 @@ def prepare_policy(cfg: Config, ckpt: Path | None, train_set, run_dir: Path, pro
     torch.manual_seed(cfg.seed)
     losses = warm_start(model, processor, train_set, ws.steps, ws.lr, ws.batch_size, cfg.seed,
                         progress=progress.warm_start(ws.steps), chunked_head=cfg.train.chunked_head,
-                        recompute_mlp=cfg.train.recompute_mlp, mask_once=cfg.train.mask_once)
+                        recompute_mlp=cfg.train.recompute_mlp, mask_once=cfg.train.mask_once,
+                        recompute_norm=cfg.train.recompute_norm)
     info = {"source": str(done), "steps": ws.steps, "loss_first": losses[0], "loss_last": losses[-1]}
     tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=run_dir))
     model.save_pretrained(tmp)

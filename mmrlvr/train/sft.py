@@ -24,23 +24,24 @@ def target_ids(tokenizer, samples: Sequence[Sample], end_token: str = "<|im_end|
 
 
 def sft_loss(model, processor, batch: Sequence[Sample], chunked_head: bool = True,
-             recompute_mlp: bool = True, mask_once: bool = True) -> torch.Tensor:
+             recompute_mlp: bool = True, mask_once: bool = True, recompute_norm: bool = True) -> torch.Tensor:
     """Mean negative log-likelihood of the teacher completions' tokens. `chunked_head`: the output
     layer in blocks where the logits are wide (`train.chunked_head`; no (N, T, V) logits);
     `recompute_mlp`: the gated MLPs keep half their activations (`train.recompute_mlp`); `mask_once`:
-    one additive attention mask for every layer (`train.mask_once`)."""
+    one additive attention mask for every layer (`train.mask_once`); `recompute_norm`: RMSNorms keep
+    only their input (`train.recompute_norm`)."""
     inputs = encode_prompts(processor, batch)
     end = adapter_for(getattr(processor, "model_type", None)).turn_end  # the family's end of turn
     ids, mask = pad_right(target_ids(processor.tokenizer, batch, end), processor.tokenizer.pad_token_id)
     logp, _ = completion_logprobs(model, inputs, ids, mask, chunked_head=chunked_head, recompute_mlp=recompute_mlp,
-                                  mask_once=mask_once)
+                                  mask_once=mask_once, recompute_norm=recompute_norm)
     mask = mask.to(logp.device).float()
     return -(logp * mask).sum() / mask.sum()
 
 
 def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: float, batch_size: int,
                seed: int, progress=None, chunked_head: bool = True, recompute_mlp: bool = True,
-               mask_once: bool = True) -> list[float]:
+               mask_once: bool = True, recompute_norm: bool = True) -> list[float]:
     """Train on teacher completions for `steps` steps; returns the loss curve."""
     missing = [s.id for s in samples if s.target is None]
     if missing:
@@ -57,7 +58,7 @@ def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: floa
             data_log.warning("bad media in sample %s, dropped from the warm-start batch: %s", s.id, reason)
         if not batch:
             continue
-        loss = sft_loss(model, processor, batch, chunked_head, recompute_mlp, mask_once)
+        loss = sft_loss(model, processor, batch, chunked_head, recompute_mlp, mask_once, recompute_norm)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -158,7 +158,7 @@ def test_gradient_checkpointing_steps_aside_and_still_trains(family_policy):
 
 
 def test_the_warm_start_loss_passes_its_settings_on(family_policy, monkeypatch):
-    """`sft_loss` hands `recompute_mlp` and `mask_once` to the forward (the warm start's test stubs
+    """`sft_loss` hands `recompute_mlp`, `mask_once` and `recompute_norm` to the forward (the warm start's test stubs
     sft_loss itself), and the masks are made additive in the warm start's forward when on."""
     from mmrlvr.tasks import load_task
     from mmrlvr.train import sft
@@ -167,7 +167,7 @@ def test_the_warm_start_loss_passes_its_settings_on(family_policy, monkeypatch):
     seen, made = [], []
     real, real_made = sft.completion_logprobs, am.additive_mask
     monkeypatch.setattr(sft, "completion_logprobs", lambda *a, **kw: (
-        seen.append((kw["recompute_mlp"], kw["mask_once"])), real(*a, **kw))[1])
+        seen.append((kw["recompute_mlp"], kw["mask_once"], kw["recompute_norm"])), real(*a, **kw))[1])
     monkeypatch.setattr(am, "additive_mask", lambda m, d: (made.append(1), real_made(m, d))[1])
     batch = load_task("counting", "train", 4, 0)
     batch[1] = dataclasses.replace(batch[1], target=batch[1].target + " Counted twice.")  # padding: a mask
@@ -175,12 +175,13 @@ def test_the_warm_start_loss_passes_its_settings_on(family_policy, monkeypatch):
     try:
         for recompute, once in ((True, False), (False, True)):
             made.clear()
-            sft.sft_loss(model, processor, batch, recompute_mlp=recompute, mask_once=once).backward()
+            sft.sft_loss(model, processor, batch, recompute_mlp=recompute, mask_once=once,
+                         recompute_norm=once).backward()
             assert bool(made) == once
     finally:
         model.eval()
         model.zero_grad(set_to_none=True)
-    assert seen == [(True, False), (False, True)]
+    assert seen == [(True, False, False), (False, True, True)]
 
 
 def test_a_lora_policy_gets_the_same_numbers(family_policy):

@@ -225,7 +225,7 @@ def test_the_warm_start_loss_uses_blocks_where_logits_are_wide(tiny, small_block
 
 def test_the_warm_start_reads_train_chunked_head(monkeypatch, tmp_path):
     """`prepare_policy` hands `train.chunked_head` (it used to always block) and
-    `train.recompute_mlp` and `train.mask_once` to the warm start."""
+    `train.recompute_mlp`, `train.mask_once` and `train.recompute_norm` to the warm start."""
     from mmrlvr.config import load_config
     from mmrlvr.tasks import load_task
     from mmrlvr.train import sft
@@ -234,14 +234,15 @@ def test_the_warm_start_reads_train_chunked_head(monkeypatch, tmp_path):
 
     seen = []
     real = sft.sft_loss
-    monkeypatch.setattr(sft, "sft_loss", lambda m, p, b, chunked=True, recompute=True, once=True: (
-        seen.append((chunked, recompute, once)), real(m, p, b, chunked, recompute, once))[1])
+    monkeypatch.setattr(sft, "sft_loss", lambda m, p, b, chunked=True, recompute=True, once=True, norm=True: (
+        seen.append((chunked, recompute, once, norm)), real(m, p, b, chunked, recompute, once, norm))[1])
     for chunked, recompute, once in (("false", "true", "false"), ("true", "false", "true")):
         cfg = load_config("configs/quickstart.yaml", [f"output_dir={tmp_path / chunked}", "warm_start.steps=1",
                                                       "warm_start.batch_size=2", f"train.chunked_head={chunked}",
                                                       f"train.recompute_mlp={recompute}",
-                                                      f"train.mask_once={once}"])
+                                                      f"train.mask_once={once}",
+                                                      f"train.recompute_norm={recompute}"])
         (tmp_path / chunked).mkdir()
         prepare_policy(cfg, None, load_task("counting", "train", 4, 0), tmp_path / chunked,
                        Progress(0, enabled=False))
-    assert seen == [(False, True, False), (True, False, True)]
+    assert seen == [(False, True, False, True), (True, False, True, False)]

@@ -193,3 +193,22 @@ def test_one_attention_mask_per_forward_changes_no_weight_and_follows_the_settin
         assert (grad_accum <= len(made) <= 2 * grad_accum) if on else not made
     assert all(torch.equal(a, b) for a, b in zip(deltas[False], deltas[True]))
     assert max(a.abs().max().item() for a in deltas[True]) > 1e-4
+
+
+def test_the_norm_setting_reaches_the_learners_forward(fresh_tiny, monkeypatch):
+    """`train.recompute_norm` reaches the learner's forward (the swap itself acts in bf16 only and
+    is tested in every family by tests/models/test_family_rms_norm.py)."""
+    from mmrlvr.train import logprobs
+
+    model, processor = fresh_tiny
+    seen = []
+    real = logprobs.recomputed_rms_norms
+    monkeypatch.setattr(logprobs, "recomputed_rms_norms", lambda m, on: (seen.append(on), real(m, on))[1])
+    for on in (False, True):
+        cfg = load_config(None, ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
+                                 f"train.recompute_norm={str(on).lower()}"])
+        algo = resolve_algo(cfg.algo, 6)
+        batch, suppress = _batch(model, processor, cfg, algo)
+        seen.clear()
+        _apply(model, batch, cfg, algo, suppress)
+        assert seen and set(seen) == {on}

@@ -1,0 +1,180 @@
+"""RMSNorms in bf16 keeping only their input for the backward (`mmrlvr.train.rms_norm`), in every
+tiny family whose norm this is: bit-identical log-probs, entropies and parameter gradients
+through the learner's forward (joined and prompt-once, image and video, mixed completion lengths,
+temperature 0.8, an entropy term, a LoRA policy with frozen norms), exactly the float32 copy and
+the normed tensor fewer kept per call (less the input now kept), float32 untouched, and where it
+steps aside."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mmrlvr.models.families import FAMILIES
+from mmrlvr.models.wrapping import base_model
+from mmrlvr.train import rms_norm as rn
+from mmrlvr.train.logprobs import completion_logprobs
+from tests.models.test_family_gated_mlp import _batch
+from tests.models.test_family_prompt_once import VIDEO_FAMILIES
+
+NORMED = [f for f in FAMILIES if f != "gemma3"]  # Gemma 3's norm scales by (1 + weight) in float32: not swapped
+
+
+def _norms(model):
+    return [m for m in base_model(model).modules() if type(m).__name__ in rn.RMS_NORMS]
+
+
+def _run(model, fn, weights, mask, monkeypatch):
+    """Log-probs, entropies, gradients, the bytes of distinct non-parameter storages autograd kept,
+    and (elements, hidden size, weight trainable) of every swapped call."""
+    kept: dict[int, int] = {}
+    calls = []
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params:
+            kept[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    real = rn._RMSNorm.apply
+    monkeypatch.setattr(rn._RMSNorm, "apply",
+                        lambda x, w, eps: (calls.append((x.numel(), x.shape[-1], w.requires_grad)), real(x, w, eps))[1])
+    model.zero_grad(set_to_none=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        lp, ent = fn()
+    monkeypatch.setattr(rn._RMSNorm, "apply", real)
+    ((lp.float() * weights[:, None] + 2.5 * ent.float()) * mask).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return lp.detach(), ent.detach(), grads, sum(kept.values()), calls
+
+
+def _saving(calls) -> int:
+    """Bytes fewer per call: the float32 copy (4 an element), the (.., 1) float32 root and, where the
+    weight trains, the normed bf16 tensor (2 an element); less the bf16 input now kept (2)."""
+    return sum(4 * n + 4 * (n // h) + (2 * n if trains else 0) - 2 * n for n, h, trains in calls)
+
+
+def _compare(model, processor, media, once, monkeypatch, lora=False):
+    engine, inputs, ids, mask = _batch(model, processor, media)
+    weights = torch.tensor([1.0, -0.5, 2.0, 0.25, -1.5, 0.75])
+
+    def fn(on):
+        return lambda: completion_logprobs(model, inputs, ids, mask, temperature=0.8, suppress_ids=engine.suppress_ids,
+                                           with_entropy=True, prompt_once=once, recompute_norm=on)
+
+    model.train()
+    try:
+        lp0, ent0, g0, kept0, calls0 = _run(model, fn(False), weights, mask, monkeypatch)
+        lp1, ent1, g1, kept1, calls1 = _run(model, fn(True), weights, mask, monkeypatch)
+    finally:
+        model.eval()
+        model.zero_grad(set_to_none=True)
+    assert next(model.parameters()).dtype == torch.bfloat16 and not calls0 and calls1
+    assert torch.equal(lp0, lp1) and torch.equal(ent0, ent1)
+    assert g0.keys() == g1.keys() and (all("lora" in k for k in g0) if lora else g0)
+    assert all(torch.equal(g0[k], g1[k]) for k in g0), [k for k in g0 if not torch.equal(g0[k], g1[k])]
+    if once:  # the prompt's forward saves a few norm inputs 2 bytes an element further below what is counted
+        assert kept0 - kept1 >= _saving(calls1)
+    else:
+        assert kept0 - kept1 == _saving(calls1)
+    assert all("forward" not in m.__dict__ for m in _norms(model))  # put back
+    return calls1
+
+
+@pytest.mark.parametrize("model_type,media", [(f, "image") for f in NORMED] + [(f, "video") for f in VIDEO_FAMILIES])
+@pytest.mark.parametrize("once", [False, True], ids=["joined", "prompt_once"])
+def test_recomputed_norms_give_the_same_numbers_and_keep_less(model_type, media, once, family_policy, monkeypatch):
+    model, processor = family_policy(model_type, dtype="bfloat16")
+    assert len(rn.eligible_norms(model)) == len(_norms(model)) > 0
+    calls = _compare(model, processor, media, once, monkeypatch)
+    text = model.config.get_text_config()
+    assert len(calls) >= 2 * text.num_hidden_layers + 1  # two per decoder layer and the final norm, at least
+    assert any(trains for _, _, trains in calls)
+
+
+def test_a_lora_policy_with_frozen_norms(family_policy, monkeypatch):
+    """LoRA freezes the norms: the normed tensor was not kept for a weight gradient, so the saving
+    is the float32 copy and the root less the input; the adapters' gradients are the same."""
+    model, processor = family_policy("qwen2_5_vl", lora_rank=4, dtype="bfloat16")
+    calls = _compare(model, processor, "image", True, monkeypatch, lora=True)
+    assert not any(trains for _, _, trains in calls)
+
+
+def test_float32_is_left_to_the_norm(family_policy, monkeypatch):
+    """In float32 `x.to(float32)` is x itself: no norm is swapped, and a float32 input reaching a
+    swapped norm is handed to the norm's own forward."""
+    model, processor = family_policy("qwen2_5_vl")
+    engine, inputs, ids, mask = _batch(model, processor, "image")
+    assert all("float32" in rn.why_not_recomputed(m) for m in _norms(model))
+    calls = []
+    monkeypatch.setattr(rn._RMSNorm, "apply", lambda *a: calls.append(1))
+    monkeypatch.setattr(rn, "eligible_norms", lambda m: _norms(m))  # swapped all the same
+    model.train()
+    try:
+        with rn.recomputed_rms_norms(model) as n:
+            completion_logprobs(model, inputs, ids, mask)
+    finally:
+        model.eval()
+    assert n == len(_norms(model)) and not calls
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_function_against_autograd_with_a_residual_and_a_noncontiguous_gradient(dtype):
+    """The norm inside a residual block (x reaches the loss through the norm and around it), against
+    the plain expression: output and both gradients equal bit for bit; the weight frozen too."""
+    g = torch.Generator().manual_seed(0)
+    # ~1M elements and a hidden size that is no power of two: a float32 rounding change inside the
+    # backward survives the cast to bf16 in a few elements only
+    x0 = torch.randn(16, 64, 1000, generator=g, dtype=torch.float32).to(dtype).requires_grad_()
+    w0 = (1 + 0.1 * torch.randn(1000, generator=g)).to(dtype).requires_grad_()
+    grad = torch.randn(64, 16, 1000, generator=g, dtype=torch.float32).to(dtype).transpose(0, 1)
+
+    def plain(x, w):
+        x32 = x.to(torch.float32)
+        h = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return w * h.to(x.dtype)
+
+    for trains in (True, False):
+        w0.requires_grad_(trains)
+        want = x0 * 3 + plain(x0, w0)
+        got = x0 * 3 + rn._RMSNorm.apply(x0, w0, 1e-6)
+        inputs = (x0, w0) if trains else (x0,)
+        assert torch.equal(got, want)
+        assert all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(got, inputs, grad),
+                                                     torch.autograd.grad(want, inputs, grad)))
+
+
+def test_steps_aside_where_it_cannot_match(family_policy):
+    model, _ = family_policy("qwen2_5_vl", dtype="bfloat16")
+    norm = _norms(model)[0]
+    assert rn.why_not_recomputed(norm) is None
+    gemma, _ = family_policy("gemma3", dtype="bfloat16")
+    assert rn.eligible_norms(gemma) == []  # Gemma3RMSNorm: another formula
+    handle = norm.register_forward_hook(lambda *a: None)
+    try:
+        assert "hooks" in rn.why_not_recomputed(norm)
+    finally:
+        handle.remove()
+    with torch.no_grad(), rn.recomputed_rms_norms(model) as n:
+        assert n == 0
+    with torch.autocast("cpu", dtype=torch.bfloat16), rn.recomputed_rms_norms(model) as n:
+        assert n == 0
+    with rn.recomputed_rms_norms(model, enabled=False) as n:
+        assert n == 0
+    with rn.recomputed_rms_norms(model) as n:
+        assert n == len(_norms(model)) and "forward" in norm.__dict__
+        assert "forward is replaced" in rn.why_not_recomputed(norm)
+    assert "forward" not in norm.__dict__
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    try:
+        assert rn.eligible_norms(model) == []
+    finally:
+        model.gradient_checkpointing_disable()
+
+
+def test_sharded_parameters_step_aside(family_policy, monkeypatch):
+    model, _ = family_policy("qwen2_5_vl", dtype="bfloat16")
+    assert rn.eligible_norms(model)
+    monkeypatch.setattr(rn, "params_sharded", lambda m: True)
+    assert rn.eligible_norms(model) == []
