@@ -28,7 +28,7 @@ def _run(model, fn, weights, mask):
     """Log-probs, entropies, gradients; the boolean masks the language model's attention layers
     received (with how many layers got each) and the bytes of 4-D float mask storages autograd kept."""
     received: dict[int, list] = {}
-    kept: dict[int, int] = {}
+    kept: dict[int, tuple] = {}
 
     def seen(module, args, kwargs):  # registered before the context's hooks: sees what transformers passes
         m = kwargs.get("attention_mask")
@@ -37,7 +37,8 @@ def _run(model, fn, weights, mask):
 
     def pack(t):
         if t.dim() == 4 and t.shape[1] == 1 and t.dtype.is_floating_point and t.shape[-2] > 1:
-            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            # held here, so that no mask storage is freed and its address reused by another one
+            kept[t.untyped_storage().data_ptr()] = (t, t.untyped_storage().nbytes())
         return t
 
     hooks = [a.register_forward_pre_hook(seen, with_kwargs=True) for a in _text_attentions(model)]
@@ -50,7 +51,7 @@ def _run(model, fn, weights, mask):
             h.remove()
     ((lp * weights[:, None] + 2.5 * ent) * mask).sum().backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return lp.detach(), ent.detach(), grads, list(received.values()), sum(kept.values())
+    return lp.detach(), ent.detach(), grads, list(received.values()), sum(size for _, size in kept.values())
 
 
 @pytest.mark.parametrize("model_type,media", [(f, "image") for f in FAMILIES] + [(f, "video") for f in VIDEO_FAMILIES])
