@@ -54,6 +54,30 @@ def _run(model, fn, weights, mask):
     return lp.detach(), ent.detach(), grads, list(received.values()), sum(size for _, size in kept.values())
 
 
+def _off_and_on(model, fn, weights, mask):
+    """`_run` with `mask_once` off, then on (fn(on) builds the forward), in train mode."""
+    model.train()
+    try:
+        return _run(model, fn(False), weights, mask), _run(model, fn(True), weights, mask)
+    finally:
+        model.eval()
+        model.zero_grad(set_to_none=True)
+
+
+def _assert_shared(off, on, layers: int, forwards: int) -> None:
+    """Same numbers, each boolean mask handed to every layer, and exactly SDPA's per-layer copies
+    kept fewer, less the one shared copy (its rows padded to ALIGN elements)."""
+    lp0, ent0, g0, masks0, kept0 = off
+    lp1, ent1, g1, masks1, kept1 = on
+    assert torch.equal(lp0, lp1) and torch.equal(ent0, ent1)
+    assert g0 and g0.keys() == g1.keys()
+    assert all(torch.equal(g0[k], g1[k]) for k in g0), [k for k in g0 if not torch.equal(g0[k], g1[k])]
+    assert [n for _, n in masks0] == [layers] * forwards == [n for _, n in masks1]
+    sdpa_copy = sum(m.numel() * lp0.element_size() for m, _ in masks0)
+    shared = sum(m[..., 0].numel() * -(-m.shape[-1] // am.ALIGN) * am.ALIGN * lp0.element_size() for m, _ in masks0)
+    assert kept0 - kept1 == layers * sdpa_copy - shared
+
+
 @pytest.mark.parametrize("model_type,media", [(f, "image") for f in FAMILIES] + [(f, "video") for f in VIDEO_FAMILIES])
 @pytest.mark.parametrize("once", [False, True], ids=["joined", "prompt_once"])
 def test_one_mask_per_forward_gives_the_same_numbers(model_type, media, once, family_policy):
@@ -67,22 +91,8 @@ def test_one_mask_per_forward_gives_the_same_numbers(model_type, media, once, fa
         return lambda: completion_logprobs(model, inputs, ids, mask, temperature=0.8, suppress_ids=engine.suppress_ids,
                                            with_entropy=True, prompt_once=once, mask_once=on)
 
-    model.train()
-    try:
-        lp0, ent0, g0, masks0, kept0 = _run(model, fn(False), weights, mask)
-        lp1, ent1, g1, masks1, kept1 = _run(model, fn(True), weights, mask)
-    finally:
-        model.eval()
-        model.zero_grad(set_to_none=True)
-    assert torch.equal(lp0, lp1) and torch.equal(ent0, ent1)
-    assert g0.keys() == g1.keys()
-    assert all(torch.equal(g0[k], g1[k]) for k in g0), [k for k in g0 if not torch.equal(g0[k], g1[k])]
     # the mixed prompt lengths pad: every forward hands each layer one boolean mask; prompt-once runs two forwards
-    assert [n for _, n in masks0] == [layers] * (2 if once else 1) == [n for _, n in masks1]
-    # SDPA's copies are contiguous; the shared one's rows are padded to ALIGN elements
-    sdpa_copy = sum(m.numel() * lp0.element_size() for m, _ in masks0)
-    shared = sum(m[..., 0].numel() * -(-m.shape[-1] // am.ALIGN) * am.ALIGN * lp0.element_size() for m, _ in masks0)
-    assert kept0 - kept1 == layers * sdpa_copy - shared
+    _assert_shared(*_off_and_on(model, fn, weights, mask), layers, 2 if once else 1)
     assert all(not a._forward_pre_hooks for a in _text_attentions(model))  # hooks gone
 
 
@@ -197,13 +207,6 @@ def test_a_lora_policy_gets_the_same_numbers(family_policy):
     def fn(on):
         return lambda: completion_logprobs(model, inputs, ids, mask, with_entropy=True, prompt_once=True, mask_once=on)
 
-    model.train()
-    try:
-        lp0, _, g0, masks0, kept0 = _run(model, fn(False), weights, mask)
-        lp1, _, g1, _, kept1 = _run(model, fn(True), weights, mask)
-    finally:
-        model.eval()
-        model.zero_grad(set_to_none=True)
-    assert g0 and all("lora" in k for k in g0) and g0.keys() == g1.keys()
-    assert torch.equal(lp0, lp1) and all(torch.equal(g0[k], g1[k]) for k in g0)
-    assert masks0 and kept1 < kept0
+    off, on = _off_and_on(model, fn, weights, mask)
+    assert all("lora" in k for k in off[2])
+    _assert_shared(off, on, layers, 2)
