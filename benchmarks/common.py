@@ -128,6 +128,18 @@ def run_shapes(args, names: list[str], header: str, measure, row) -> dict:
     return results
 
 
+def shape_ab_main(default_shapes: str, out: str, header: str, measure, row, key: str = "results") -> int:
+    """The whole `main` of a per-shape A/B: parse the command line (`shape_ab_args`), measure and
+    print each shape (`run_shapes`), write {"settings", key: results} to --out."""
+    import json
+
+    args, names = shape_ab_args(default_shapes, out)
+    results = run_shapes(args, names, header, measure, row)
+    Path(args.out).write_text(json.dumps({"settings": vars(args), key: results}, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
 def rollout_ab(name: str, warm: Path, repeats: int, field: str, values: tuple, work: str) -> dict:
     """`HFRolloutEngine.rollout` of one batch of vs_trl.py's shape `name` with `rollout.<field>` set
     to each of `values`, same prompts and seeds, alternating; medians after one warm-up repeat of

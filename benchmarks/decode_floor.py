@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median_after_warmup, run_shapes, shape_ab_args  # noqa: E402
+from common import median_after_warmup, shape_ab_main  # noqa: E402
 
 ARMS = ("generate", "ops_cat", "ops_inplace")
 
@@ -198,17 +197,15 @@ def measure(name: str, warm: Path, repeats: int) -> dict:
 
 
 def main() -> int:
-    args, names = shape_ab_args("cot_G8_tok128_px112", "benchmarks/results/decode_floor.json")
-    results = run_shapes(
-        args, names, "| shape | rows | generate ms/step | ops, cat cache ms/step | ops, in-place cache ms/step "
-                     "| generate / ops in place | first-step logits max diff |",
+    return shape_ab_main(
+        "cot_G8_tok128_px112", "benchmarks/results/decode_floor.json",
+        "| shape | rows | generate ms/step | ops, cat cache ms/step | ops, in-place cache ms/step "
+        "| generate / ops in place | first-step logits max diff |",
         measure,
         lambda name, r: (f"| {name} | {r['rows']} | {r['ms_per_decode_step']['generate']:.2f} "
                          f"| {r['ms_per_decode_step']['ops_cat']:.2f} | {r['ms_per_decode_step']['ops_inplace']:.2f} "
-                         f"| {r['generate_over_ops_inplace']:.2f}x | {r['max_abs_logit_diff']:.1e} |"))
-    Path(args.out).write_text(json.dumps({"settings": vars(args), "shapes": results}, indent=1))
-    print(f"wrote {args.out}")
-    return 0
+                         f"| {r['generate_over_ops_inplace']:.2f}x | {r['max_abs_logit_diff']:.1e} |"),
+        key="shapes")
 
 
 if __name__ == "__main__":

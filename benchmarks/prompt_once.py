@@ -12,7 +12,6 @@ under --work).
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median_after_warmup, run_shapes, shape_ab_args  # noqa: E402
+from common import median_after_warmup, shape_ab_main  # noqa: E402
 from vs_trl import SHAPES  # noqa: E402
 from vs_trl_arms import _samples, load_bench_config, prompts  # noqa: E402
 
@@ -65,14 +64,11 @@ def measure(name: str, warm: Path, repeats: int) -> dict:
 
 
 def main() -> int:
-    args, names = shape_ab_args(DEFAULT, "benchmarks/results/prompt_once.json")
-    results = run_shapes(
-        args, names, "| shape | rollout off s | on s | speed-up | learner fwd+bwd off s | on s | speed-up |", measure,
+    return shape_ab_main(
+        DEFAULT, "benchmarks/results/prompt_once.json",
+        "| shape | rollout off s | on s | speed-up | learner fwd+bwd off s | on s | speed-up |", measure,
         lambda name, r: (f"| {name} | {r['rollout_s']['off']:.3f} | {r['rollout_s']['on']:.3f} | {r['rollout_speedup']:.2f}x "
                          f"| {r['learner_s']['off']:.3f} | {r['learner_s']['on']:.3f} | {r['learner_speedup']:.2f}x |"))
-    Path(args.out).write_text(json.dumps({"settings": vars(args), "results": results}, indent=1))
-    print(f"wrote {args.out}")
-    return 0
 
 
 if __name__ == "__main__":
