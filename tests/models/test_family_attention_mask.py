@@ -121,6 +121,47 @@ def test_the_conversion_is_sdpas_own(dtype):
     assert not torch.equal(F.scaled_dot_product_attention(q, k, v, attn_mask=flipped.nan_to_num(neginf=-1e4)), outs[0][0])
 
 
+def test_rows_start_at_multiples_of_16_elements():
+    """kv = 9 rounds to 16 at an alignment of 8 too: 17 and 5 tell 16 from 8, and 32 is a multiple."""
+    for kv, row in ((5, 16), (17, 32), (32, 32), (33, 48)):
+        made = am.additive_mask(torch.ones(2, 1, 3, kv, dtype=torch.bool), torch.float32)
+        assert made.shape == (2, 1, 3, kv) and made.stride() == (3 * row, 3 * row, row, 1), kv
+
+
+def _hooked_call(model, attention, *, positional: bool, mask, dtype=None):
+    """Run the pre-hooks `masks_once` put on `attention` as its forward would, and return the
+    attention_mask the forward would receive. The hidden states are given by keyword, as every
+    family passes them, or positionally."""
+    hidden = torch.zeros(1, 2, 8, dtype=dtype or torch.float32)
+    args, kwargs = ((hidden,), {"attention_mask": mask}) if positional else ((), {"hidden_states": hidden, "attention_mask": mask})
+    for hook in attention._forward_pre_hooks.values():
+        out = hook(attention, args, kwargs)
+        if out is not None:
+            args, kwargs = out
+    return kwargs["attention_mask"]
+
+
+def test_what_the_hook_converts_and_what_it_passes_on(family_policy):
+    model, _ = family_policy("qwen2_5_vl")
+    first, second = _text_attentions(model)[:2]
+    boolean = torch.tensor([True, True, False]).expand(1, 1, 2, 3)
+    already = am.additive_mask(boolean, torch.float32)
+    with torch.enable_grad(), am.masks_once(model) as n:
+        assert n
+        for positional in (False, True):  # hidden states by keyword or positionally: converted either way
+            got = _hooked_call(model, first, positional=positional, mask=boolean)
+            assert got.dtype == torch.float32 and torch.equal(got, already)
+        # one boolean mask, one conversion shared by every layer ...
+        assert _hooked_call(model, second, positional=False, mask=boolean) is _hooked_call(model, first, positional=False, mask=boolean)
+        # ... but one per dtype of the hidden states that meet it
+        in_bf16 = _hooked_call(model, second, positional=False, mask=boolean, dtype=torch.bfloat16)
+        assert in_bf16.dtype == torch.bfloat16 and torch.equal(in_bf16.float(), already)
+        # a mask that is already additive (or no 4-D boolean) goes on untouched
+        assert _hooked_call(model, first, positional=False, mask=already) is already
+        flat = torch.ones(1, 3, dtype=torch.bool)
+        assert _hooked_call(model, first, positional=False, mask=flat) is flat
+
+
 def test_steps_aside_where_it_cannot_match(family_policy):
     model, _ = family_policy("qwen2_5_vl")
     attention = _text_attentions(model)[0]

@@ -131,19 +131,25 @@ def test_function_against_autograd_with_a_residual_and_a_noncontiguous_gradient(
     w0 = (1 + 0.1 * torch.randn(1000, generator=g)).to(dtype).requires_grad_()
     grad = torch.randn(64, 16, 1000, generator=g, dtype=torch.float32).to(dtype).transpose(0, 1)
 
-    def plain(x, w):
+    def plain(x, w, eps):
         x32 = x.to(torch.float32)
-        h = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)
+        h = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
         return w * h.to(x.dtype)
 
-    for trains in (True, False):
-        w0.requires_grad_(trains)
-        want = x0 * 3 + plain(x0, w0)
-        got = x0 * 3 + rn._RMSNorm.apply(x0, w0, 1e-6)
-        inputs = (x0, w0) if trains else (x0,)
+    # every combination of what trains (a norm after frozen embeddings: its input needs no
+    # gradient, its weight does); eps 1e-2 is not the families' 1e-6, so an eps dropped or
+    # replaced by a constant changes the output
+    for x_trains, w_trains, eps in ((True, True, 1e-6), (True, False, 1e-6), (False, True, 1e-6), (True, True, 1e-2)):
+        x0.requires_grad_(x_trains)
+        w0.requires_grad_(w_trains)
+        want = x0 * 3 + plain(x0, w0, eps)
+        got = x0 * 3 + rn._RMSNorm.apply(x0, w0, eps)
+        inputs = tuple(t for t, on in ((x0, x_trains), (w0, w_trains)) if on)
         assert torch.equal(got, want)
-        assert all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(got, inputs, grad),
-                                                     torch.autograd.grad(want, inputs, grad)))
+        got_grads = torch.autograd.grad(got, inputs, grad)
+        assert all(g is not None for g in got_grads)
+        assert all(torch.equal(a, b) for a, b in zip(got_grads, torch.autograd.grad(want, inputs, grad)))
+    assert not torch.equal(rn._RMSNorm.apply(x0, w0, 1e-2), rn._RMSNorm.apply(x0, w0, 1e-6))
 
 
 def test_steps_aside_where_it_cannot_match(family_policy):
@@ -152,11 +158,23 @@ def test_steps_aside_where_it_cannot_match(family_policy):
     assert rn.why_not_recomputed(norm) is None
     gemma, _ = family_policy("gemma3", dtype="bfloat16")
     assert rn.eligible_norms(gemma) == []  # Gemma3RMSNorm: another formula
-    handle = norm.register_forward_hook(lambda *a: None)
+    for register in (norm.register_forward_hook, norm.register_forward_pre_hook):
+        handle = register(lambda *a: None)
+        try:
+            assert "hooks" in rn.why_not_recomputed(norm)
+        finally:
+            handle.remove()
+    assert rn.why_not_recomputed(norm) is None
+    weight, eps = norm.weight, norm.variance_epsilon
     try:
-        assert "hooks" in rn.why_not_recomputed(norm)
+        norm.weight = torch.nn.Parameter(torch.ones(2, weight.shape[0], dtype=weight.dtype))
+        assert "1-D weight" in rn.why_not_recomputed(norm)
+        norm.weight = weight
+        norm.variance_epsilon = torch.tensor(eps)  # a tensor eps would be a float64 add, not the module's
+        assert "variance_epsilon" in rn.why_not_recomputed(norm)
     finally:
-        handle.remove()
+        norm.weight, norm.variance_epsilon = weight, eps
+    assert rn.why_not_recomputed(norm) is None
     with torch.no_grad(), rn.recomputed_rms_norms(model) as n:
         assert n == 0
     with torch.autocast("cpu", dtype=torch.bfloat16), rn.recomputed_rms_norms(model) as n:

@@ -35,6 +35,46 @@ def test_draws_equal_the_inverse_cdf_by_hand(monkeypatch, block):
     assert set(got[0::3].tolist()) == {0, 2, 3, 8, 9} and set(got[2::3].tolist()) == set(range(9))  # every nonzero entry
 
 
+def _fixed_uniform(monkeypatch, value: float):
+    """Every uniform number of the draw set to `value` (u = (1 - value) * the row's total)."""
+    real = torch.rand
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: real(*a, **k).fill_(value))
+
+
+def test_the_top_of_a_row_whose_block_sum_rounds_up_draws_its_last_nonzero_entry(monkeypatch):
+    """u at the row's total (U = 0). A float32 block sum can exceed the same block's float64
+    running sum (1 + 6e-8 rounds to 1 + 1.19e-7): the draw then lies past every entry of the
+    block, and is the block's last nonzero entry, never a zero or an id past the vocabulary."""
+    monkeypatch.setattr(sampler, "BLOCK", 4)
+    _fixed_uniform(monkeypatch, 0.0)
+    # a full block, and the vocabulary's last block, padded past V = 6
+    for row, block, want in (([1.0, 6e-8, 0.0, 0.0], slice(0, 4), 1), ([0.0, 0.0, 0.0, 0.0, 1.0, 6e-8], slice(4, 6), 5)):
+        w = torch.tensor([row])
+        assert float(w[0, block].sum()) > 1.0 + 6e-8  # the float32 block sum rounds up
+        got = int(draw_inverse_cdf(w)[0])
+        assert got == want and w[0, got] > 0
+
+
+def test_the_running_sum_of_blocks_keeps_masses_float32_would_round_away(monkeypatch):
+    """One block of mass 1, then 100 blocks of 1e-9 each: in float32 1 + 1e-9 == 1, so a float32
+    running sum would never reach a draw near the top of the row. The draw there (U = 1e-10) is in
+    one of the small blocks, as the float64 inverse CDF by hand says."""
+    monkeypatch.setattr(sampler, "BLOCK", 4)
+    w = torch.cat([torch.tensor([[1.0, 0.0, 0.0, 0.0]]), torch.full((1, 400), 2.5e-10)], dim=1)
+    _fixed_uniform(monkeypatch, 1e-10)
+    got = int(draw_inverse_cdf(w)[0])
+    u = (1.0 - 1e-10) * w.double().sum()
+    assert got == int(torch.searchsorted(w.double().cumsum(-1)[0], u)) and got >= 4
+
+
+def test_the_drawn_token_wins_generates_argmax_whatever_the_scores():
+    """Scores above any finite stand-in (a low temperature makes them 1e4 and more): the drawn token
+    is set to +inf, so the greedy argmax always takes it."""
+    scores = torch.tensor([[2e4, 1.9e4, 0.0], [0.0, 3e4, 2.9e4]])
+    drawn = sampler.InverseCdfSampler()(None, scores.clone())
+    assert drawn.argmax(-1).tolist() == [0, 1] and torch.isinf(drawn).sum() == 2
+
+
 @settings(max_examples=60, deadline=None)
 @given(rows=st.lists(st.lists(st.sampled_from([0.0, 0.0, 1e-30, 1e-9, 0.3, 1.0, 5.0]), min_size=1, max_size=23)
                      .filter(lambda r: sum(r) > 0), min_size=1, max_size=6),

@@ -16,7 +16,7 @@ from mmrlvr.verifiers.score import InProcessScorer
 
 
 def test_trim_at_stop_hand_computed():
-    stop, pad = [7, 9], 0
+    stop, pad = [7, 9], 5  # not 0: a pad of zeros would pass too
     new = torch.tensor([[3, 7, 4, 5],   # stops at column 1: keep [3, 7]
                         [9, 1, 7, 2],   # the first of several stop tokens ends it
                         [3, 4, 5, 6],   # no stop token: truncated, all 4 kept
@@ -25,7 +25,7 @@ def test_trim_at_stop_hand_computed():
     assert lengths.tolist() == [2, 1, 4, 4]
     assert finished.tolist() == [True, True, False, True]
     assert mask.tolist() == [[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
-    assert ids.tolist() == [[3, 7, 0, 0], [9, 0, 0, 0], [3, 4, 5, 6], [1, 2, 3, 9]]
+    assert ids.tolist() == [[3, 7, 5, 5], [9, 5, 5, 5], [3, 4, 5, 6], [1, 2, 3, 9]]
 
 
 @pytest.fixture(scope="module")
