@@ -152,3 +152,42 @@ def test_lower_clip_bound_is_clip_low_with_asymmetric_clips():
     loss_hi, _ = policy_loss(torch.log(torch.tensor([[1.25]])), old, torch.tensor([[1.0]]), torch.ones(1, 1),
                              clip_low=0.1, clip_high=0.3)
     assert loss_hi.item() == pytest.approx(-1.25)
+
+
+def test_a_row_without_tokens_is_not_a_sequence():
+    """A fully padded row (a group member cut to nothing) counts in neither sequence mean."""
+    v = torch.tensor([[1.0, 3.0, 5.0], [7.0, 7.0, 7.0]])
+    m = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    assert aggregate(v, m, "seq-mean-token-mean").item() == pytest.approx(2.0)  # (1 + 3) / 2, one sequence
+    assert aggregate(v, m, "seq-mean-token-sum-norm", norm_length=3).item() == pytest.approx(4 / 3)
+
+
+def test_sum_norm_divides_by_the_padded_width_by_default():
+    """Dr. GRPO's constant: T (the batch's width, 3 here), not the number of rows (2)."""
+    v = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    m = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    assert aggregate(v, m, "seq-mean-token-sum-norm").item() == pytest.approx((6 / 3 + 4 / 3) / 2)
+
+
+def test_gspo_sequence_ratio_ignores_padding():
+    """r_seq = exp(mean over valid tokens of log r) = sqrt(1.5 * 0.5); the padded token's ratio of
+    50 must not enter it (it would push r_seq to 6.1, clipped to 1.2)."""
+    lp = torch.log(torch.tensor([[1.5, 0.5, 50.0]]))
+    loss, _ = policy_loss(lp, torch.zeros(1, 3), torch.ones(1, 1), torch.tensor([[1.0, 1.0, 0.0]]),
+                          importance_level="sequence")
+    assert loss.item() == pytest.approx(-math.sqrt(0.75), rel=1e-6)
+
+
+def test_gspo_sequence_log_ratio_is_capped_at_10():
+    """A negative advantage takes the unclipped -A r: r = exp(min(15, 10)), not exp(15)."""
+    loss, _ = policy_loss(torch.tensor([[15.0]]), torch.zeros(1, 1), -torch.ones(1, 1), torch.ones(1, 1),
+                          importance_level="sequence")
+    assert loss.item() == pytest.approx(math.exp(10.0), rel=1e-5)
+
+
+def test_clip_fractions_count_only_the_side_the_advantage_clips():
+    """r = 1.5 with A < 0 is not clipped high (the unclipped term wins); A = 0 clips nothing."""
+    _, stats = policy_loss(torch.log(torch.tensor([[1.5]])), torch.zeros(1, 1), -torch.ones(1, 1), torch.ones(1, 1))
+    assert stats["clip_frac_high"].item() == 0 and stats["clip_frac"].item() == 0
+    _, stats = policy_loss(torch.log(torch.tensor([[0.5, 1.5]])), torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 2))
+    assert stats["clip_frac_low"].item() == stats["clip_frac_high"].item() == stats["clip_frac"].item() == 0

@@ -96,3 +96,11 @@ def test_shifted_temperature_sampler_is_corrected_towards_the_on_policy_gradient
     # sampling error of a mean over 2e5 draws: ~1/sqrt(n) relative, well under 3 %
     assert err(corrected) < 0.03
     assert err(uncorrected) > 0.15
+
+
+def test_mis_keeps_a_ratio_exactly_at_the_cap():
+    """token_mis masks ratios *above* the cap: a ratio of exactly 1 at cap 1 is kept, and not counted as capped."""
+    zeros, mask = torch.zeros(1, 2), torch.ones(1, 2)
+    w = rollout_correction_weights(zeros, zeros, mask, "token_mis", cap=1.0)
+    assert w.tolist() == [[1.0, 1.0]]
+    assert rollout_correction_stats(zeros, zeros, mask, w, "token_mis", cap=1.0)["capped_frac"].item() == 0

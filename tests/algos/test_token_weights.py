@@ -42,9 +42,12 @@ def test_entropy_topk_hand_values():
 
 
 def test_entropy_topk_k_ignores_float_noise():
-    # 0.2 * 15 = 3.0000000000000004 in floats: k must be 3, not 4
-    ent = torch.arange(15, dtype=torch.float).view(1, 15)
-    assert entropy_topk(ent, torch.ones(1, 15), 0.2).sum() == 3
+    # 0.28 * 25 = 7.000000000000001 and 0.14 * 50 = 7.000000000000001 in floats: k must be 7, not 8
+    # (0.2 * 15 is exactly 3.0 and would not tell)
+    for frac, n in ((0.28, 25), (0.14, 50)):
+        assert frac * n > 7
+        ent = torch.arange(n, dtype=torch.float).view(1, n)
+        assert entropy_topk(ent, torch.ones(1, n), frac).sum() == 7
 
 
 def test_topk_per_row_keeps_ties():

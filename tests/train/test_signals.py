@@ -155,6 +155,17 @@ def test_attention_to_visual_hand_values():
     assert torch.allclose(attention_to_visual(attn, torch.tensor([[1, 0, 0, 0]]), 1), torch.tensor([[0.25]]))
 
 
+def test_attention_to_visual_averages_the_heads():
+    """Two heads; t = 2 reads the states at positions 0 and 1. At 1 the heads put 1.0 and 0.5 on the
+    one visual position -> 0.75 (a sum over heads would give 1.5); at 0 both put 1.0 there."""
+    attn = torch.zeros(1, 2, 3, 3)
+    attn[0, 0, 1] = torch.tensor([1.0, 0.0, 0.0])
+    attn[0, 1, 1] = torch.tensor([0.5, 0.5, 0.0])
+    attn[0, :, 0, 0] = 1.0
+    got = attention_to_visual(attn, torch.tensor([[1, 0, 0]]), 2)
+    assert torch.allclose(got, torch.tensor([[1.0, 0.75]]))
+
+
 def test_visual_attention_is_eager_attention_mass_and_restores_the_implementation(tiny, batch):
     model, _ = tiny
     inputs, ids, mask = batch
