@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -167,11 +168,12 @@ def measure(name: str, warm: Path, repeats: int) -> dict:
     from vs_trl_arms import _samples, load_bench_config, prompts
 
     shape = {**SHAPES[name], "name": name}
+    model_type = json.loads((warm / "config.json").read_text()).get("model_type")
+    if model_type not in ("qwen2_5_vl", "qwen2_vl"):  # before anything loads
+        raise SystemExit(f"{name}: the ops decoder is written for Qwen2/2.5-VL, not {model_type}")
     cfg = load_bench_config(shape, warm, repeats, Path("runs/bench_decode_floor") / name)
     model, processor = load_policy(dataclasses.replace(cfg.model, path=str(warm)))
     model.eval()
-    if model.config.model_type not in ("qwen2_5_vl", "qwen2_vl"):
-        raise SystemExit(f"{name}: the ops decoder is written for Qwen2/2.5-VL, not {model.config.model_type}")
     torch.set_num_threads(1)
     b, g = prompts(shape), shape["group"]
     samples = _samples(cfg, b * repeats)

@@ -66,13 +66,22 @@ def kept_by_module(model, run) -> dict[str, float]:
     """MB of distinct storages autograd saves while `run()` executes, by the kind of module whose
     forward saved them ("V:" inside the vision tower, "L:" elsewhere; "other" outside both)."""
     where = ["other"]
+
+    def enter(key):
+        def hook(module, args) -> None:
+            where.append(key)
+        return hook
+
+    def leave(module, args, output) -> None:  # returns None: the module's output is kept
+        where.pop()
+
     handles = []
     for name, module in model.named_modules():
         kind = type(module).__name__
         if kind.endswith(("MLP", "Mlp", "Attention", "RMSNorm", "LayerNorm", "PatchEmbed", "PatchMerger")):
             key = ("V:" if "visual" in name or "vision" in name else "L:") + kind
-            handles.append(module.register_forward_pre_hook(lambda m, a, key=key: where.append(key) and None))
-            handles.append(module.register_forward_hook(lambda m, a, o: where.pop() and None))  # None: output kept
+            handles.append(module.register_forward_pre_hook(enter(key)))
+            handles.append(module.register_forward_hook(leave))
     seen: set[int] = set()
     kept: dict[str, float] = {}
 
@@ -114,11 +123,10 @@ def measure(shape_name: str, steps: int, work: Path, out_dir: Path) -> dict:
         return call
 
     def first_counted(self, *a, **k):
+        if kept:
+            return update(self, *a, **k)
         result = []
-        if not kept:
-            kept.update(kept_by_module(self.model, lambda: result.append(update(self, *a, **k))) or {"none": 0.0})
-        else:
-            result.append(update(self, *a, **k))
+        kept.update(kept_by_module(self.model, lambda: result.append(update(self, *a, **k))) or {"none": 0.0})
         return result[0]
 
     for name in WRAPPED:

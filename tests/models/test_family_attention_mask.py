@@ -18,6 +18,7 @@ from mmrlvr.train import attention_mask as am
 from mmrlvr.train.logprobs import completion_logprobs
 from tests.models.test_family_gated_mlp import _batch
 from tests.models.test_family_prompt_once import VIDEO_FAMILIES
+from tests.train.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
 
 
 def _text_attentions(model):
@@ -174,12 +175,7 @@ def test_steps_aside_where_it_cannot_match(family_policy):
         assert "not sdpa" in am.why_not_shared(attention)
     finally:
         attention.config._attn_implementation = impl
-    with torch.no_grad(), am.masks_once(model) as n:
-        assert n == 0
-    with torch.autocast("cpu", dtype=torch.bfloat16), am.masks_once(model) as n:
-        assert n == 0
-    with am.masks_once(model, enabled=False) as n:
-        assert n == 0
+    assert_swaps_nothing_without_grad_autocast_or_the_setting(am.masks_once, model)
     with am.masks_once(model) as n:
         assert n == len(_text_attentions(model)) and attention._forward_pre_hooks
     assert not attention._forward_pre_hooks

@@ -20,6 +20,7 @@ from mmrlvr.train import gated_mlp as gm
 from mmrlvr.train.logprobs import completion_logprobs
 from tests.models.test_family_prompt_once import G, ROWS, VIDEO_FAMILIES
 from tests.rollout.test_shared_prefill import mixed_prompts
+from tests.train.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
 
 
 def _batch(model, processor, media):
@@ -135,12 +136,7 @@ def test_steps_aside_where_it_cannot_match(family_policy):
     finally:
         mlp.down_proj = down
 
-    with torch.no_grad(), gm.recomputed_gated_mlps(model) as n:
-        assert n == 0
-    with torch.autocast("cpu", dtype=torch.bfloat16), gm.recomputed_gated_mlps(model) as n:
-        assert n == 0
-    with gm.recomputed_gated_mlps(model, enabled=False) as n:
-        assert n == 0
+    assert_swaps_nothing_without_grad_autocast_or_the_setting(gm.recomputed_gated_mlps, model)
     with gm.recomputed_gated_mlps(model) as n:
         assert n == len(_text_mlps(model)) and "forward" in mlp.__dict__
     assert "forward" not in mlp.__dict__

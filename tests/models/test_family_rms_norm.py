@@ -16,6 +16,7 @@ from mmrlvr.train import rms_norm as rn
 from mmrlvr.train.logprobs import completion_logprobs
 from tests.models.test_family_gated_mlp import _batch
 from tests.models.test_family_prompt_once import VIDEO_FAMILIES
+from tests.train.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
 
 NORMED = [f for f in FAMILIES if f != "gemma3"]  # Gemma 3's norm scales by (1 + weight) in float32: not swapped
 
@@ -175,12 +176,7 @@ def test_steps_aside_where_it_cannot_match(family_policy):
     finally:
         norm.weight, norm.variance_epsilon = weight, eps
     assert rn.why_not_recomputed(norm) is None
-    with torch.no_grad(), rn.recomputed_rms_norms(model) as n:
-        assert n == 0
-    with torch.autocast("cpu", dtype=torch.bfloat16), rn.recomputed_rms_norms(model) as n:
-        assert n == 0
-    with rn.recomputed_rms_norms(model, enabled=False) as n:
-        assert n == 0
+    assert_swaps_nothing_without_grad_autocast_or_the_setting(rn.recomputed_rms_norms, model)
     with rn.recomputed_rms_norms(model) as n:
         assert n == len(_norms(model)) and "forward" in norm.__dict__
         assert "forward is replaced" in rn.why_not_recomputed(norm)

@@ -7,6 +7,17 @@ import torch
 from mmrlvr.train.swaps import checkpointed, swap_allowed
 
 
+def assert_swaps_nothing_without_grad_autocast_or_the_setting(swap, model) -> None:
+    """`swap(model, enabled=...)` (one of the learner-forward context managers) swaps no module
+    under no_grad, under autocast, or when its setting is off."""
+    with torch.no_grad(), swap(model) as n:
+        assert n == 0
+    with torch.autocast("cpu", dtype=torch.bfloat16), swap(model) as n:
+        assert n == 0
+    with swap(model, enabled=False) as n:
+        assert n == 0
+
+
 def _model():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Linear(2, 2)))
     return model, model[1]
