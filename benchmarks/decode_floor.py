@@ -117,11 +117,11 @@ class OpsDecoder:
 def prompt_cache(model, engine, samples, group: int):
     """The shared prefill of `HFRolloutEngine.rollout`: (cache, (N, P) mask, (N, P) ids, (N,) next positions)."""
     from mmrlvr.data.collate import encode_prompts, model_kwargs
-    from mmrlvr.rollout.prefill import prefill_once
+    from mmrlvr.rollout.prefill import cache_kwarg, prefill_once
 
     inputs = model_kwargs(encode_prompts(engine.processor, samples), next(model.parameters()).device)
     out = prefill_once(model, inputs, group)
-    cache = out[next(k for k in out if k in ("cache", "past_key_values"))]
+    cache = out[cache_kwarg(model)]
     mask = out["attention_mask"]
     deltas = model.model.rope_deltas.reshape(-1)
     # generate's text position of the last prompt token counts its row's real tokens (left padding
