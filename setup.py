@@ -10,4 +10,6 @@ from setuptools import find_packages, setup
 setup(
     packages=find_packages(include=["mmrlvr", "mmrlvr.*"]) + ["mmrlvr.tasks"],
     package_dir={"mmrlvr.tasks": "tasks"},
+    # the published model configs `mmrlvr plan` sizes a hub model from (nothing downloaded)
+    package_data={"mmrlvr.models": ["configs/*.json"]},
 )
