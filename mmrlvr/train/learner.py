@@ -10,11 +10,18 @@ With several (dapo, gspo) it is the sampler's log-probs when the sampler is the 
 engine: they agree to float rounding, and one no-grad forward per step is saved), else one
 no-grad forward of the learner before the update. Rollout correction (`algo.rollout_correction`)
 weighs each token's loss by pi_old / pi_sampler, truncated or masked (`rollout_correction_weights`).
+
+Micro-batches: `algo.grad_accum` equal shares of each mini-batch's rows, or with
+`train.micro_batch_tokens` as many as the token budget needs (`mmrlvr.train.micro_batches`), for
+the update and the no-grad forwards alike. Under several processes every rank runs as many
+forwards and backward passes as the rank that needs most (zero-weight passes pad the others), so
+DDP/FSDP/ZeRO collectives stay in step.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 
 import torch
@@ -25,16 +32,23 @@ from mmrlvr.algos.losses import (
 )
 from mmrlvr.algos.sampling import truncation_mask
 from mmrlvr.data.collate import select_rows
-from mmrlvr.train.distributed import all_reduce, all_sum_dict, dummy_vision_pass, rank_world, vision_needs_all_ranks
+from mmrlvr.models.wrapping import base_model
+from mmrlvr.rollout.prefill import why_not_shared
+from mmrlvr.train.distributed import (
+    all_max, all_reduce, all_sum_dict, dummy_vision_pass, rank_world, vision_needs_all_ranks,
+)
+from mmrlvr.train.micro_batches import RowLengths, consecutive, forward_tokens, pack_rows, row_lengths, split_evenly
 from mmrlvr.train.logprobs import completion_logprobs
+from mmrlvr.train.nonfinite import NonFiniteUpdateError
 from mmrlvr.types import RolloutBatch
 
 
-def one_forward_update(algo) -> bool:
+def one_forward_update(algo, micro_batch_tokens: int | None = None) -> bool:
     """One optimizer step over one micro-batch: the update's single forward runs at the parameters
     the batch was weighed at and covers every row with a non-zero advantage, so token signals can
-    take their clean log-probs and entropies from it (`token_roles.PendingWeighting`)."""
-    return algo.ppo_epochs == 1 and algo.mini_batches == 1 and algo.grad_accum == 1
+    take their clean log-probs and entropies from it (`token_roles.PendingWeighting`). A token
+    budget (`train.micro_batch_tokens`) may split it, so it never counts as one forward."""
+    return algo.ppo_epochs == 1 and algo.mini_batches == 1 and algo.grad_accum == 1 and micro_batch_tokens is None
 
 
 def micro_rows(n: int, algo) -> int:
@@ -42,9 +56,63 @@ def micro_rows(n: int, algo) -> int:
     return max(1, -(-n // max(1, algo.mini_batches * algo.grad_accum)))
 
 
+def shares_prompts(model, batch: RolloutBatch, cfg, suppress) -> bool:
+    """Whether `model`'s forward over rows that repeat a prompt runs that prompt once
+    (`train.prompt_once` where `why_not_shared` allows it): how the token budget counts prompts."""
+    inputs = batch.prompt_inputs
+    if not cfg.train.prompt_once or "_base" not in inputs:
+        return False
+    return why_not_shared(base_model(model), inputs, True, suppress) is None
+
+
+def batch_lengths(model, batch: RolloutBatch, cfg, suppress) -> RowLengths:
+    """The rows' lengths as a forward of `model` pays for them (`micro_batches.forward_tokens`)."""
+    return row_lengths(batch.prompt_inputs, batch.completion_mask, shares_prompts(model, batch, cfg, suppress))
+
+
+def cheapest_row(lengths: RowLengths, rows) -> int:
+    """The row of `rows` with the shortest completion: what a zero-weight pass runs."""
+    return min(rows, key=lambda r: (lengths.completion[r], r))
+
+
+_over_budget_warned: set[int] = set()
+
+
+def warn_over_budget(lengths: RowLengths, micros: list, budget: int) -> None:
+    """Say once per budget that a row alone computes more than `train.micro_batch_tokens` (it then
+    runs as a micro-batch of its own, above the budget: a row cannot be split)."""
+    over = [forward_tokens(lengths, mb)[0] for mb in micros if mb and len(mb) == 1]
+    worst = max((t for t in over if t > budget), default=0)
+    if worst and budget not in _over_budget_warned:
+        _over_budget_warned.add(budget)
+        logging.getLogger(__name__).warning(
+            "train.micro_batch_tokens=%d: a row of %d tokens (prompt width %d + completion) runs alone, above "
+            "the budget; raise the budget or lower rollout.max_new_tokens / model.max_pixels", budget, worst, lengths.width)
+
+
+def forward_rows(model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> list[list[int] | None]:
+    """Rows of each no-grad forward over the whole batch: `micro` consecutive rows at a time
+    (default all), or packed by `train.micro_batch_tokens`. With a budget and several processes,
+    None entries pad the list to the longest rank's (a forward whose result nobody reads)."""
+    n = batch.completion_ids.shape[0]
+    budget = cfg.train.micro_batch_tokens
+    if budget is None:
+        return consecutive(n, micro or n)
+    lengths = batch_lengths(model, batch, cfg, suppress)
+    chunks: list = pack_rows(lengths, range(n), budget)
+    warn_over_budget(lengths, chunks, budget)
+    if rank_world()[1] > 1:
+        chunks += [None] * (int(all_max(len(chunks))) - len(chunks))
+    return chunks
+
+
 def loss_mask(batch: RolloutBatch, algo) -> torch.Tensor:
-    """(N, T) float: the sampled tokens, minus truncated completions when `algo.mask_truncated`."""
+    """(N, T) float: the sampled tokens (in episodes the policy's own: `batch.policy_mask`), minus
+    truncated completions when `algo.mask_truncated`."""
     mask = batch.completion_mask.float()
+    policy = getattr(batch, "policy_mask", None)  # None: every sampled token is the policy's
+    if policy is not None:
+        mask = mask * policy.float()
     return truncation_mask(batch.truncated, mask) if algo.mask_truncated else mask
 
 
@@ -58,7 +126,8 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
     """(len(rows), T) log-probs (and entropies) of some rows under `cfg.rollout.temperature`.
 
     The forward runs only up to the longest completion among these rows (a causal model's
-    earlier positions do not see the padding after it); the result is 0 on every padding position."""
+    earlier positions do not see the padding after it); the result is 0 on every padding position
+    and on an episode's inserted tokens."""
     mask = batch.completion_mask[rows]
     t_all = mask.shape[1]
     t = max(1, int(mask.sum(1).max()))
@@ -70,6 +139,9 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
         mask_once=cfg.train.mask_once, recompute_norm=cfg.train.recompute_norm,
     )
     keep = mask[:, :t].to(lp.device).bool()  # 0 on padding (rows shorter than the longest here): no one's values
+    policy = getattr(batch, "policy_mask", None)
+    if policy is not None:  # episodes: inserted tokens are context (a suppressed media id is -inf here)
+        keep &= policy[rows, :t].to(lp.device).bool()
     lp = torch.where(keep, lp, torch.zeros_like(lp))
     ent = torch.where(keep, ent, torch.zeros_like(ent)) if ent is not None else None
     if t < t_all:
@@ -80,16 +152,23 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
 
 @torch.no_grad()
 def batch_logprobs(model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> torch.Tensor:
-    """(N, T) log-probs of every row, `micro` rows per forward (default: all at once)."""
+    """(N, T) log-probs of every row, `micro` rows per forward (default: all at once), or as many
+    rows as `train.micro_batch_tokens` allows (`forward_rows`)."""
+    chunks = forward_rows(model, batch, cfg, suppress, micro)
     n = batch.completion_ids.shape[0]
-    micro = micro or n
-    parts = []
-    for s in range(0, n, micro):
-        rows = list(range(s, min(n, s + micro)))
-        if not _has_media(batch, rows) and vision_needs_all_ranks(model, grad=False):
+    spare = [cheapest_row(batch_lengths(model, batch, cfg, suppress), range(n))] if None in chunks else None
+    out = None
+    for rows in chunks:
+        take = rows or spare  # None: this rank is done; one row's forward keeps the collectives in step
+        if not _has_media(batch, take) and vision_needs_all_ranks(model, grad=False):
             dummy_vision_pass(model)  # sharded weights: the all-gather needs every rank
-        parts.append(rows_logprobs(model, batch, rows, cfg, suppress)[0])
-    return torch.cat(parts, dim=0)
+        lp = rows_logprobs(model, batch, take, cfg, suppress)[0]
+        if rows is None:
+            continue
+        if out is None:
+            out = lp.new_zeros(batch.completion_ids.shape)
+        out[rows] = lp
+    return out
 
 
 @dataclasses.dataclass
@@ -101,6 +180,7 @@ class _Targets:
     old: torch.Tensor | None  # (N, T) pi_old, None: the current forward detached
     ref: torch.Tensor | None  # (N, T) reference log-probs (KL), None without KL
     sampler: torch.Tensor | None  # (N, T) the sampler's log-probs
+    lengths: RowLengths  # what the update's forward pays for each row (the token budget's counts)
     pending: object | None = None  # token weights finished from the update's forward (`adv` unweighted)
 
 
@@ -111,6 +191,13 @@ class _Stats:
         self.summed: dict = {}
         self.weighted: dict = {}
         self.tokens = self.updated = 0.0
+        self.passes = 0  # backward passes (micro-batches), zero-weight ones included
+        self.computed = self.valid = 0.0  # tokens the update's forwards computed / that were no padding
+
+    def add_pass(self, computed: int, valid: int) -> None:
+        self.passes += 1
+        self.computed += computed
+        self.valid += valid
 
     def add(self, stats: dict, ntok: float, rows: int) -> None:
         for k, v in stats.items():
@@ -125,16 +212,21 @@ class _Stats:
         if world > 1:  # the global batch's statistics, the same on every rank
             totals = all_sum_dict({**{f"s/{k}": v for k, v in self.summed.items() if k != "grad_norm"},
                                    **{f"w/{k}": v for k, v in self.weighted.items()}, "tokens": self.tokens,
-                                   "updated": float(self.updated), "n": float(n)})
+                                   "updated": float(self.updated), "n": float(n),
+                                   "computed": self.computed, "valid": self.valid})
             self.summed.update({k[2:]: v for k, v in totals.items() if k.startswith("s/")})
             self.weighted = {k[2:]: v for k, v in totals.items() if k.startswith("w/")}
             self.tokens, self.updated, n = totals["tokens"], totals["updated"], totals["n"]
+            self.computed, self.valid = totals["computed"], totals["valid"]
         means = {k: v / max(self.tokens, 1.0) for k, v in self.weighted.items()}
         out = {f"actor/{k}": v for k, v in means.items() if not k.startswith("rc_")}
         out["loss/policy"] = self.summed.get("policy", 0.0) / steps
         out["loss/kl"] = self.summed.get("kl", 0.0) / steps
         out["actor/grad_norm"] = self.summed.get("grad_norm", 0.0) / steps
         out["actor/updated_seqs_frac"] = self.updated / max(n * epochs, 1)
+        out["train/micro_batches"] = float(self.passes)  # the same on every rank (padded passes)
+        # NaN (not logged) when no forward ran: every group of the step had zero advantage
+        out["train/padding_waste"] = self.computed / self.valid if self.valid else float("nan")
         for k in ("kl_k1", "kl_k3", "weight_mean", "capped_frac"):
             if f"rc_{k}" in means:
                 out[f"rollout_correction/{k}"] = means[f"rc_{k}"]
@@ -157,15 +249,19 @@ class Learner:
     `cfg` is the resolved config; `model` the accelerator-prepared policy; `ref_model` a frozen
     copy (None without KL, or with LoRA: the base with the adapter switched off)."""
 
-    def __init__(self, cfg, model, optimizer, accelerator, suppress_ids, *, scheduler=None, ref_model=None):
+    def __init__(self, cfg, model, optimizer, accelerator, suppress_ids, *, scheduler=None, ref_model=None,
+                 masters=None):
         self.cfg, self.algo = cfg, cfg.algo
+        self.masters = masters  # precision.MasterWeights the optimizer steps (a bf16 model in one process / DDP), or None
         self.model, self.policy = model, accelerator.unwrap_model(model)
         self.optimizer, self.scheduler, self.accelerator, self.ref_model = optimizer, scheduler, accelerator, ref_model
         self.temperature = cfg.rollout.temperature
         self.suppress_ids = list(suppress_ids)
         self.sampler_is_learner = cfg.rollout.engine == "hf"
+        self.nonfinite_in_row = 0  # optimizer steps skipped in a row for a non-finite loss or gradient
 
     def micro(self, n: int) -> int:
+        """Rows per no-grad forward without a token budget (`train.micro_batch_tokens` overrides it)."""
         return micro_rows(n, self.algo)
 
     def logprobs(self, batch: RolloutBatch, micro: int | None = None) -> torch.Tensor:
@@ -183,15 +279,18 @@ class Learner:
         """(N, T) pi_old for several optimizer steps per batch; None with one (the current forward is pi_old)."""
         if self.algo.ppo_epochs == 1 and self.algo.mini_batches == 1:
             return None
-        if self.sampler_is_learner and batch.sampler_logprobs is not None:
-            return batch.sampler_logprobs.float()
+        s = batch.sampler_logprobs
+        if self.sampler_is_learner and s is not None:
+            valid = batch.completion_mask.bool()
+            if bool(torch.isfinite(s[valid]).all()):  # a non-finite valid token: the learner's forward instead
+                return torch.where(valid, s.float(), torch.zeros_like(s, dtype=torch.float32))
         return self.logprobs(batch, micro)
 
     def _targets(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights) -> _Targets:
         pending = token_weights if token_weights is not None and hasattr(token_weights, "finish") else None
-        if pending is not None and not one_forward_update(self.algo):
+        if pending is not None and not one_forward_update(self.algo, self.cfg.train.micro_batch_tokens):
             raise ValueError("token weights from the update's own forward need one forward per update "
-                             "(algo.ppo_epochs = algo.mini_batches = algo.grad_accum = 1)")
+                             "(algo.ppo_epochs = algo.mini_batches = algo.grad_accum = 1, no train.micro_batch_tokens)")
         if token_weights is None or pending is not None:
             adv = advantages
         else:
@@ -202,7 +301,7 @@ class Learner:
                              "log-probs, and the rollout engine returned none")
         return _Targets(adv, loss_mask(batch, self.algo), self.old_logprobs(batch, micro),
                         self.reference_logprobs(batch, micro) if self.algo.kl_coef > 0 else None,
-                        batch.sampler_logprobs, pending)
+                        batch.sampler_logprobs, batch_lengths(self.model, batch, self.cfg, self.suppress_ids), pending)
 
     def update(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None = None,
                *, seed: int = 0) -> dict:
@@ -219,36 +318,73 @@ class Learner:
         multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
         # rows that can move the gradient: a non-zero advantage, or a KL/entropy term on every row
         needed = tg.adv.ne(0).any(dim=1) if (tg.ref is None and not algo.entropy_coef) else torch.ones(n, dtype=torch.bool)
-        stats, steps = _Stats(), 0
+        stats, steps, skipped = _Stats(), 0, 0
         rng = torch.Generator().manual_seed(seed)
         for _ in range(algo.ppo_epochs):
             order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
             for mb in [mb for mb in torch.tensor_split(order, algo.mini_batches) if len(mb)]:
                 self._minibatch(batch, tg, mb, needed, stats)
-                grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), self.cfg.train.max_grad_norm)
-                self.optimizer.step()
+                if self.masters is not None:  # the all-reduced bf16 gradients -> the float32 masters
+                    self.masters.take_grads()
+                grad_norm = self.accelerator.clip_grad_norm_(self._stepped(), self.cfg.train.max_grad_norm)
+                # the norm is of the reduced gradients, so every rank takes the same decision;
+                # DeepSpeed returns none here and skips overflowing steps itself
+                if grad_norm is None or math.isfinite(float(grad_norm)):
+                    self.optimizer.step()
+                    if self.masters is not None:
+                        self.masters.put_weights()  # the model's bf16 weights, rounded from the updated masters
+                    self.nonfinite_in_row = 0
+                    stats.summed["grad_norm"] = stats.summed.get("grad_norm", 0.0) + float(grad_norm or 0.0)
+                    steps += 1
+                else:
+                    skipped += 1
+                    self.nonfinite_in_row += 1
                 self.optimizer.zero_grad(set_to_none=True)
-                stats.summed["grad_norm"] = stats.summed.get("grad_norm", 0.0) + float(grad_norm)
-                steps += 1
+                if self.nonfinite_in_row >= self.cfg.train.max_nonfinite_steps:
+                    raise NonFiniteUpdateError(
+                        f"train: {self.nonfinite_in_row} optimizer steps in a row had a non-finite loss or gradient "
+                        f"(skipped: the weights are those of the last finite step); lower train.lr, check the "
+                        f"rewards and the data, or raise train.max_nonfinite_steps")
         if self.scheduler is not None:
             self.scheduler.step()  # once per RL step, like verl
-        return {**stats.result(n, max(steps, 1), algo.ppo_epochs, world), "actor/lr": lr}
+        return {**stats.result(n, max(steps, 1), algo.ppo_epochs, world), "actor/lr": lr,
+                "actor/nonfinite_skipped": float(skipped)}
+
+    def micro_batches(self, rows: list[int], lengths: RowLengths) -> list[list[int]]:
+        """One mini-batch's rows to update -> its micro-batches: `algo.grad_accum` equal shares, or
+        packed within `train.micro_batch_tokens` (`micro_batches.pack_rows`). Under several
+        processes padded with [] (zero-weight passes) to what every rank runs: grad_accum, or the
+        most any rank's budget needs."""
+        budget, world = self.cfg.train.micro_batch_tokens, rank_world()[1]
+        micros = split_evenly(rows, self.algo.grad_accum) if budget is None else pack_rows(lengths, rows, budget)
+        if budget is not None:
+            warn_over_budget(lengths, micros, budget)
+        if world > 1:
+            passes = self.algo.grad_accum if budget is None else int(all_max(len(micros)))
+            micros += [[] for _ in range(passes - len(micros))]
+        return micros
+
+    def _stepped(self):
+        """The tensors the optimizer steps: float32 masters, or the model's own parameters."""
+        if self.masters is not None:
+            return self.masters.params()
+        return self.model.parameters()
 
     def _minibatch(self, batch: RolloutBatch, tg: _Targets, mb: torch.Tensor, needed: torch.Tensor, stats: _Stats) -> None:
-        """Accumulate one mini-batch's gradient over `grad_accum` micro-batches."""
+        """Accumulate one mini-batch's gradient over its micro-batches (`micro_batches`); the loss
+        of each is divided by the whole mini-batch's denominator, so they add up to its gradient."""
         algo, world = self.algo, rank_world()[1]
         denom = _denominator(tg.mask[mb], algo.aggregation)
         if world > 1:  # the global mini-batch's tokens (or sequences): all ranks' together
             denom = torch.full_like(denom, all_reduce([float(denom)])[0].item())
-        active = mb[needed[mb]].tolist()
-        micros = [sorted(m) for m in (active[i::algo.grad_accum] for i in range(algo.grad_accum)) if m]
-        if world > 1:  # every rank runs grad_accum backward passes: DDP/FSDP/ZeRO stay in step
-            micros += [[]] * (algo.grad_accum - len(micros))
-        for rows in micros:
-            if not rows:  # a zero-weight pass over one row: this rank had nothing to update
-                loss, _, _ = self._micro_loss(batch, [int(mb[0])], tg, denom)
+        for rows in self.micro_batches(mb[needed[mb]].tolist(), tg.lengths):
+            if not rows:  # a zero-weight pass over one row: this rank had nothing more to update
+                spare = [cheapest_row(tg.lengths, mb.tolist())]
+                loss, _, _ = self._micro_loss(batch, spare, tg, denom)
                 self.accelerator.backward(loss * 0.0)
+                stats.add_pass(forward_tokens(tg.lengths, spare)[0], 0)
                 continue
+            stats.add_pass(*forward_tokens(tg.lengths, rows))
             loss, s, ntok = self._micro_loss(batch, rows, tg, denom)
             # DDP/FSDP/ZeRO average gradients over ranks; the loss is already divided by the
             # global denominator, so undo the average to get the global sum
@@ -271,7 +407,7 @@ class Learner:
         loss, stats = policy_loss(
             lp, old_lp, adv.to(lp.device), m, clip_low=algo.clip_low, clip_high=algo.clip_high,
             importance_level=algo.importance_level, aggregation=algo.aggregation,
-            norm_length=algo.norm_length, denominator=denom, correction=correction,
+            norm_length=algo.norm_length, denominator=denom, correction=correction, dual_clip=algo.dual_clip,
         )
         stats["policy"] = loss.detach()
         if tg.ref is not None:

@@ -106,5 +106,7 @@ def test_short_run_on_cuda_in_bf16(tmp_path):
     assert all(torch.isfinite(torch.tensor([r["loss/policy"], r["actor/entropy"]])).all() for r in step)
     before = load_file(tmp_path / "gpu" / "warm_start" / "model.safetensors")
     after = load_file(tmp_path / "gpu" / "checkpoints" / "step_2" / "model.safetensors")
-    assert after["lm_head.weight"].dtype == torch.bfloat16
+    assert after["lm_head.weight"].dtype == torch.float32  # the float32 master weights
     assert any(not torch.equal(before[k], after[k]) for k in before)
+    served = load_file(tmp_path / "gpu" / "model" / "model.safetensors")  # the final policy in model.dtype
+    assert served["lm_head.weight"].dtype == torch.bfloat16

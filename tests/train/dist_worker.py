@@ -5,7 +5,11 @@ and weights whatever the number of processes. The global batch mixes an image pr
 prompt and two text-only prompts; with 2 ranks, rank 1 holds only the text-only ones, so its
 vision tower must still run (zero-weight) or DDP would wait forever for its gradients.
 
-    torchrun --nproc_per_node 2 tests/train/dist_worker.py <tiny_dir> <out_dir>
+    torchrun --nproc_per_node 2 tests/train/dist_worker.py <tiny_dir> <out_dir> [overrides...]
+
+Config overrides after the directories (`train.micro_batch_tokens=...`) change the update in both
+runs alike; the result then also holds every rank's backward-pass count and the batch's no-grad
+log-probs (`Learner.logprobs`, before the update), gathered over ranks.
 """
 
 from __future__ import annotations
@@ -58,12 +62,12 @@ def takes_video(model) -> bool:
     return "video" in model_adapter(model).feature_inputs
 
 
-def config():
+def config(overrides=()):
     from mmrlvr.config import load_config
 
     return load_config("configs/quickstart.yaml", [
         f"rollout.prompts_per_step={B}", f"rollout.group_size={G}", "rollout.max_new_tokens=6",
-        "algo.grad_accum=2", "train.max_grad_norm=1000", "verifier_workers=0",
+        "algo.grad_accum=2", "train.max_grad_norm=1000", "verifier_workers=0", *overrides,
     ])
 
 
@@ -99,7 +103,10 @@ def shard_batch(batch, rank: int, world: int):
                         [batch.texts[r] for r in rows], [batch.verdicts[r] for r in rows], {})
 
 
-def run(tiny_dir: str, out_dir: str) -> dict:
+def run(tiny_dir: str, out_dir: str, dtype: str = "float32", overrides=()) -> dict:
+    """`dtype` bfloat16: the model computes in bf16 and SGD steps its float32 master weights
+    (`precision.MasterWeights`, as the loop does); the deltas are the masters'. `overrides`:
+    config overrides (a token budget, say)."""
     from accelerate import Accelerator
     from accelerate.utils import InitProcessGroupKwargs
 
@@ -117,24 +124,39 @@ def run(tiny_dir: str, out_dir: str) -> dict:
     accelerator = Accelerator(cpu=True, kwargs_handlers=handlers)
     torch.set_num_threads(1)
     rank, world = rank_world()
-    cfg = config()
+    cfg = config(overrides)
     cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, cfg.rollout.max_new_tokens))
     torch.manual_seed(0)
-    model, processor = load_policy(tiny_dir)
+    from mmrlvr.config import ModelConfig
+    from mmrlvr.train.precision import MasterWeights, compute_dtype
+
+    model, processor = load_policy(ModelConfig(path=tiny_dir, dtype=dtype), master_weights=True)
+    masters = MasterWeights(model, compute_dtype(dtype))  # nothing for float32
     freeze_unreachable(model, processor)  # as the training loop does, in one process too
     if world > 1:  # and the blank image a rank without media encodes
         remember_dummy_media(model, processor)
     video = takes_video(model)
     batch, suppress = global_batch(model, processor, cfg)
     local = shard_batch(batch, rank, world)
-    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    weights = (lambda m: masters.state_dict(m)) if len(masters) else (lambda m: m.state_dict())
+    before = {k: v.detach().clone() for k, v in weights(model).items()}
     # SGD, not Adam: Adam's first step hardly depends on the gradient's scale, SGD's is the gradient
-    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=1.0)
+    params = masters.params() if len(masters) else [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=1.0)
     wrapped, optimizer = accelerator.prepare(model, optimizer)
-    learner = Learner(cfg, wrapped, optimizer, accelerator, suppress)
+    learner = Learner(cfg, wrapped, optimizer, accelerator, suppress, masters=masters if len(masters) else None)
+    lp = learner.logprobs(local)  # (rows, T) no-grad, packed like the update under a token budget
+    backward, passes = accelerator.backward, [0]
+
+    def counted(loss, **kw):
+        passes[0] += 1
+        return backward(loss, **kw)
+
+    accelerator.backward = counted
     stats = learner.update(local, advantages_for(local, cfg)[0], seed=1)
+    accelerator.backward = backward
     policy = accelerator.unwrap_model(wrapped)
-    delta = {k: (v.detach() - before[k]) for k, v in policy.state_dict().items()}
+    delta = {k: (v.detach() - before[k]) for k, v in weights(policy).items()}
 
     # the loop's own path: prompts drawn from one stream, each rank keeps its share
     stream = PromptStream(stream_samples(video), seed=5)
@@ -144,7 +166,14 @@ def run(tiny_dir: str, out_dir: str) -> dict:
         torch.distributed.all_gather_object(ids, [s.id for s in drawn.samples])
     else:
         ids = [[s.id for s in drawn.samples]]
+    gathered = [None] * world
+    if world > 1:
+        torch.distributed.all_gather_object(gathered, (passes[0], lp.tolist()))
+    else:
+        gathered = [(passes[0], lp.tolist())]
     result = {"loss": stats["loss/policy"], "entropy": stats.get("actor/entropy"), "ids": ids,
+              "passes": [g[0] for g in gathered], "logprobs": [row for g in gathered for row in g[1]],
+              "micro_batches": stats["train/micro_batches"], "padding_waste": stats["train/padding_waste"],
               "expected_ids": [s.id for s in PromptStream(stream_samples(video), seed=5).take(B)],
               "stream_pos": stream.pos, "world": world, "updated": stats["actor/updated_seqs_frac"]}
     if rank == 0:
@@ -157,4 +186,6 @@ def run(tiny_dir: str, out_dir: str) -> dict:
 
 
 if __name__ == "__main__":
-    run(sys.argv[1], sys.argv[2])
+    args = sys.argv[3:]
+    dtype = args.pop(0) if args and "=" not in args[0] else "float32"
+    run(sys.argv[1], sys.argv[2], dtype, args)

@@ -49,6 +49,46 @@ def test_two_processes_update_equals_one_process_update(runs):
         torch.testing.assert_close(d2[k], d1[k], rtol=1e-4, atol=1e-6, msg=lambda m: f"{k}: {m}")
 
 
+def test_a_token_budget_keeps_ranks_in_step_and_equals_one_process(tiny_dir, tmp_path):
+    """train.micro_batch_tokens under two processes: rank 0 packs its 8 rows with signal into
+    micro-batches, rank 1 has none (zero advantage) and runs as many zero-weight passes; the
+    no-grad forwards (rank 1's text-only rows need fewer) are padded alike. Nothing hangs, and
+    the update and the log-probs are the one-process ones."""
+    over = ["train.micro_batch_tokens=50"]
+    proc = _torchrun([str(ROOT / "tests/train/dist_worker.py"), str(tiny_dir), str(tmp_path / "two"), *over])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    one = dist_worker.run(str(tiny_dir), str(tmp_path / "one"), overrides=over)
+    two = json.loads((tmp_path / "two" / "result.json").read_text())
+    # 4 micro-batches for the 8 rows with signal in one process; on each of two ranks the same 4
+    assert one["passes"] == [4] and two["passes"] == [4, 4] and two["micro_batches"] == 4
+    assert two["loss"] == pytest.approx(one["loss"], rel=1e-5) and abs(one["loss"]) > 1e-3
+    torch.testing.assert_close(torch.tensor(two["logprobs"]), torch.tensor(one["logprobs"]), rtol=1e-5, atol=1e-5)
+    d1, d2 = torch.load(tmp_path / "one" / "delta.pt"), torch.load(tmp_path / "two" / "delta.pt")
+    assert max(v.abs().max() for v in d1.values()) > 1e-4
+    for k in d1:
+        torch.testing.assert_close(d2[k], d1[k], rtol=1e-4, atol=1e-6, msg=lambda m: f"{k}: {m}")
+
+
+def test_two_bf16_processes_update_the_float32_masters_as_one_process(tiny_dir, tmp_path):
+    """bf16 forwards, float32 masters: the same global batch gives the same master deltas in one
+    process and two (to bf16 rounding: DDP averages the bf16 gradients), all float32."""
+    proc = _torchrun([str(ROOT / "tests/train/dist_worker.py"), str(tiny_dir), str(tmp_path / "two"), "bfloat16"])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    one = dist_worker.run(str(tiny_dir), str(tmp_path / "one"), "bfloat16")
+    two = json.loads((tmp_path / "two" / "result.json").read_text())
+    d1, d2 = torch.load(tmp_path / "one" / "delta.pt"), torch.load(tmp_path / "two" / "delta.pt")
+    assert (one["world"], two["world"]) == (1, 2) and abs(one["loss"]) > 1e-3
+    assert two["loss"] == pytest.approx(one["loss"], rel=1e-5)  # the forwards are the same bf16 arithmetic
+    trained = [k for k in d1 if d1[k].abs().max() > 0]
+    assert any("visual" in k for k in trained) and any("language_model" in k for k in trained)
+    for k in trained:
+        assert d1[k].dtype == d2[k].dtype == torch.float32
+        # SGD at lr 1: the delta is the gradient; bf16 gradients summed in another order differ by
+        # bf16's rounding (2^-8 relative), far below the update itself
+        torch.testing.assert_close(d2[k], d1[k], rtol=2e-2, atol=2e-2 * float(d1[k].abs().max()),
+                                   msg=lambda m: f"{k}: {m}")
+
+
 @pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision"])
 def test_other_families_train_on_two_ranks_with_a_rank_without_media(model_type, tmp_path):
     """Rank 1 holds only text prompts: its vision tower and projector must still send (zero)

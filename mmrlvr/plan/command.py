@@ -1,0 +1,50 @@
+"""`mmrlvr plan CONFIG [overrides...] [--json] [--gpus N] [--gpu-memory GB]`: load, size, plan, print."""
+
+from __future__ import annotations
+
+import json
+
+
+def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | None = None,
+                gpu_gb: float | None = None, launcher: str | None = None, prompt_text: int = 256) -> tuple[dict, list[str]]:
+    """(the plan's result, notes) for a config file: validated first, so a bad key is one line."""
+    from mmrlvr.config import ConfigError, load_config
+    from mmrlvr.plan.hardware import resolve_hardware
+    from mmrlvr.plan.memory import plan, suggestions
+    from mmrlvr.plan.shape import model_shape
+    from mmrlvr.validate import config_errors
+
+    cfg = load_config(path, overrides)
+    # everything but an installed vLLM: a vLLM run can be planned on a machine without it
+    errors = [e for e in config_errors(cfg) if "expected an installed vLLM" not in e]
+    if errors:
+        raise ConfigError("\n".join(errors))
+    if prompt_text < 0:
+        raise ConfigError(f"--prompt-text-tokens {prompt_text}: expected an integer >= 0")
+    try:
+        hw = resolve_hardware(path, gpus, gpu_gb, launcher)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    shape = model_shape(cfg.model.path)
+    result = plan(cfg, shape, hw, prompt_text)
+    result["suggestions"] = [] if result["fits"] else suggestions(cfg, shape, hw, result, prompt_text)
+    notes = []
+    from mmrlvr.plan.memory import VIDEO_TASKS
+
+    if cfg.model.max_pixels is None and cfg.task.name not in VIDEO_TASKS:
+        notes.append(f"model.max_pixels is null: planned at the processor's own bound ({result['visual_tokens']} "
+                     "visual tokens an image)")
+    if cfg.rollout.engine == "vllm" and cfg.rollout.vllm_sleep is not False:
+        notes.append("vLLM sleeps during the update: its share counts in rollout and evaluation only")
+    if cfg.device == "cpu":
+        notes.append("device: cpu - the figures are per process, in host memory")
+    return result, notes
+
+
+def run_plan(path: str, overrides: list[str] | None = None, *, as_json: bool = False, **kw) -> str:
+    from mmrlvr.plan.memory import format_plan
+
+    result, notes = plan_config(path, overrides, **kw)
+    if as_json:
+        return json.dumps({**result, "notes": notes}, indent=1)
+    return format_plan(result, notes)
