@@ -77,26 +77,29 @@ def merge_checkpoint(path: str, out: str | Path) -> Path:
 def _load_processor(path: str, cfg: ModelConfig, model_type: str):
     from transformers import AutoProcessor
 
-    proc_kwargs = {}
+    processor = AutoProcessor.from_pretrained(path)
     if cfg.min_pixels is not None or cfg.max_pixels is not None:
-        size = {}
-        if cfg.min_pixels is not None:
-            size["shortest_edge"] = cfg.min_pixels
-        if cfg.max_pixels is not None:
-            size["longest_edge"] = cfg.max_pixels
-        proc_kwargs["size"] = size
-    processor = AutoProcessor.from_pretrained(path, **proc_kwargs)
+        # the image processor takes both bounds or neither: the one not set keeps its default
+        # (`model.max_pixels` alone once broke every image after the model had loaded)
+        current = dict(getattr(getattr(processor, "image_processor", None), "size", None) or {})
+        size = {"shortest_edge": cfg.min_pixels if cfg.min_pixels is not None else current.get("shortest_edge"),
+                "longest_edge": cfg.max_pixels if cfg.max_pixels is not None else current.get("longest_edge")}
+        processor = AutoProcessor.from_pretrained(path, size={k: v for k, v in size.items() if v is not None})
     processor.tokenizer.padding_side = "left"
     processor.model_type = model_type  # picks the family's adapter (mmrlvr.models.adapters)
     _set_video_limits(processor, cfg)
     return processor
 
 
-def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
+def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME, master_weights: bool = False):
     """Return (model, processor) through AutoModelForImageTextToText + AutoProcessor.
 
     The same call loads `Qwen/Qwen2.5-VL-3B-Instruct` on a GPU machine and the embedded tiny model
-    here: the only difference is the directory.
+    here: the only difference is the directory. `master_weights` (training a bf16 model): the
+    trainable parameters load in float32, so a checkpoint's float32 master weights come back
+    exactly, and the frozen ones (a frozen vision tower) in `model.dtype`; a LoRA base loads in
+    `model.dtype` (it is frozen), its adapters in float32 (peft's own upcast). The training loop
+    then runs the forward in `model.dtype` (`mmrlvr.train.precision`).
     """
     from transformers import AutoModelForImageTextToText
 
@@ -104,8 +107,10 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
     if cfg.dtype not in _DTYPES:
         raise ValueError(f"model.dtype {cfg.dtype!r} unknown; known: {', '.join(_DTYPES)}")
     path = resolve_model_path(cfg.path)
+    dtype = _DTYPES[cfg.dtype]
+    masters = master_weights and dtype != torch.float32 and cfg.lora_rank == 0
     model = AutoModelForImageTextToText.from_pretrained(
-        path, dtype=_DTYPES[cfg.dtype], attn_implementation=cfg.attn_implementation
+        path, dtype=torch.float32 if masters else dtype, attn_implementation=cfg.attn_implementation
     )
     processor = _load_processor(path, cfg, model.config.model_type)
     if cfg.freeze_vision:
@@ -116,7 +121,20 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME):
         model.gradient_checkpointing_enable()
     if cfg.lora_rank > 0:
         model = _wrap_lora(model, cfg)
+    if masters:
+        cast_frozen(model, dtype)
     return model, processor
+
+
+@torch.no_grad()
+def cast_frozen(model, dtype: torch.dtype) -> int:
+    """Frozen floating parameters -> `dtype` (trainable ones keep theirs); returns how many moved."""
+    moved = 0
+    for p in model.parameters():
+        if not p.requires_grad and p.is_floating_point() and p.dtype != dtype:
+            p.data = p.data.to(dtype)
+            moved += 1
+    return moved
 
 
 def _set_video_limits(processor, cfg: ModelConfig) -> None:
@@ -143,4 +161,4 @@ def _wrap_lora(model, cfg: ModelConfig):
         # language-model projections only: the vision tower keeps its own weights
         target_modules=adapter_for(model.config.model_type).lora_target,
     )
-    return get_peft_model(model, lora)
+    return get_peft_model(model, lora, autocast_adapter_dtype=True)  # float32 adapters over a bf16 base: the masters

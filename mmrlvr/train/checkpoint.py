@@ -79,34 +79,61 @@ def _sharded(accelerator, model) -> bool:
     return kind in ("FSDP", "DEEPSPEED") or _fsdp2(model)
 
 
-def _full_state_dict(model, accelerator, wrapped) -> dict | None:
-    """The full weights on rank 0 (a collective), or None when the model is not sharded.
+def _full_state_dict(model, accelerator, wrapped, masters=None) -> dict | None:
+    """The full weights on rank 0 (a collective), or None when the model's own state dict is it.
 
-    FSDP2 shards are gathered with torch's `get_model_state_dict` (the call accelerate makes for
-    FSDP2): saving the sharded module as it is would write each rank's DTensor pieces, which
-    safetensors refuses. DeepSpeed ZeRO goes through accelerate (16-bit consolidation)."""
+    The trainable weights are the float32 masters of a bf16 run, whoever holds them: `masters`
+    (one process / DDP), FSDP2's float32 shards, DeepSpeed's optimizer. FSDP2 shards are gathered
+    with torch's `get_model_state_dict` (the call accelerate makes for FSDP2): saving the sharded
+    module as it is would write each rank's DTensor pieces, which safetensors refuses. DeepSpeed
+    ZeRO goes through accelerate (16-bit consolidation), its masters through DeepSpeed's
+    `safe_get_full_fp32_param`."""
     if _fsdp2(model):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if _sharded(accelerator, model):
-        return accelerator.get_state_dict(wrapped)
+        full = accelerator.get_state_dict(wrapped)
+        deepspeed = str(getattr(accelerator, "distributed_type", "")).endswith("DEEPSPEED")
+        return _deepspeed_masters(model, full) if deepspeed else full
+    if masters is not None:
+        return masters.state_dict(model)
     return None
 
 
+def _deepspeed_masters(model, full: dict | None) -> dict | None:
+    """DeepSpeed's 16-bit state dict with each trainable weight's float32 master in its place.
+    `safe_get_full_fp32_param` is a collective under ZeRO-3: every rank calls it for every weight."""
+    try:
+        from deepspeed.utils import safe_get_full_fp32_param
+    except ImportError:  # not DeepSpeed after all
+        return full
+    found = {}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            master = safe_get_full_fp32_param(p)
+            if master is not None:
+                found[name] = master.detach().cpu()
+    if full is None:  # ranks > 0 receive nothing
+        return None
+    return {k: found.get(k, v) for k, v in full.items()}
+
+
 def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer, state: dict, keep: int = 2,
-                    scheduler=None, accelerator=None, wrapped=None) -> Path:
+                    scheduler=None, accelerator=None, wrapped=None, masters=None) -> Path:
     """Write checkpoints/step_<step>/ atomically and keep only the newest `keep`.
 
     With several processes every rank must call this (it is a collective): under FSDP/ZeRO the
     full weights are gathered to rank 0, which writes a plain `from_pretrained` directory that
     loads in one process; each rank adds its optimizer shard (FSDP/ZeRO) and its RNG state, so
     the run resumes under the same launcher and world size. `model` is the unwrapped policy,
-    `wrapped` what `accelerator.prepare` returned.
+    `wrapped` what `accelerator.prepare` returned, `masters` the `precision.MasterWeights` of a bf16
+    model (one process / DDP): the weights written are the trainable ones' float32 masters (frozen
+    ones in the model's dtype), so a resume continues exactly.
     """
     rank, world = rank_world()
     root = Path(run_dir) / "checkpoints"
-    full = _full_state_dict(model, accelerator, wrapped)  # a collective when sharded
+    full = _full_state_dict(model, accelerator, wrapped, masters)  # a collective when sharded
     sharded = _sharded(accelerator, model)
     if world == 1:
         root.mkdir(parents=True, exist_ok=True)
@@ -134,9 +161,13 @@ def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer,
     barrier()
     final = root / f"step_{step}"
     if rank == 0:
-        # sizes of every file (all ranks'), written last: a checkpoint whose files do not match is broken
-        files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
-        (tmp / "state.json").write_text(json.dumps({"step": step, **state, "world_size": world, "files": files}, indent=1))
+        # sizes and sha256 of every file (all ranks'), written last: a checkpoint whose files do
+        # not match, or that holds a file it was not saved with, is broken
+        saved = [f for f in sorted(tmp.rglob("*")) if f.is_file()]
+        files = {str(f.relative_to(tmp)): f.stat().st_size for f in saved}
+        hashes = {str(f.relative_to(tmp)): file_sha256(f) for f in saved}
+        record = {"step": step, **state, "world_size": world, "files": files, "sha256": hashes}
+        (tmp / "state.json").write_text(json.dumps({**record, "state_sha256": _state_digest(record)}, indent=1))
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -158,8 +189,28 @@ class CheckpointError(ConfigError):
     """No checkpoint in a run directory can be resumed from (the CLI prints it as one line)."""
 
 
+def file_sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _state_digest(record: dict) -> str:
+    """sha256 of state.json's content without its own digest (canonical JSON)."""
+    import hashlib
+
+    rest = {k: v for k, v in record.items() if k != "state_sha256"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+
+
 def checkpoint_problem(ckpt: Path) -> str | None:
-    """Why a checkpoint cannot be resumed from (truncated, empty or missing files), else None."""
+    """Why a checkpoint cannot be resumed from, else None: missing, truncated or empty files and,
+    for checkpoints saved with hashes, any file whose content changed since the save (weights,
+    optimizer, config, tokenizer, state.json itself) or that was not there when it was saved."""
     try:
         state = json.loads((ckpt / "state.json").read_text())
         step = state["step"]
@@ -167,6 +218,14 @@ def checkpoint_problem(ckpt: Path) -> str | None:
         return "state.json is missing, empty or not JSON"
     if not isinstance(step, int):
         return "state.json has no step"
+    if "state_sha256" in state and state["state_sha256"] != _state_digest(state):
+        return "state.json changed since it was saved (its sha256 differs)"
+    hashes = state.get("sha256")
+    if isinstance(hashes, dict):
+        present = {str(f.relative_to(ckpt)) for f in ckpt.rglob("*") if f.is_file()} - {"state.json"}
+        extra = sorted(present - set(hashes))
+        if extra:
+            return f"{extra[0]} was not there when the checkpoint was saved"
     files = state.get("files")
     if files is None:  # written before sizes were recorded: the files must at least be there
         files = {"trainer_state.pt": None}
@@ -181,6 +240,12 @@ def checkpoint_problem(ckpt: Path) -> str | None:
         actual = path.stat().st_size
         if (size is None and actual == 0) or (size is not None and actual != size):
             return f"{name} is {actual} bytes" + ("" if size is None else f", {size} when saved")
+    for name, expected in (hashes or {}).items() if isinstance(hashes, dict) else ():
+        path = ckpt / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if file_sha256(path) != expected:
+            return f"{name} changed since it was saved (its sha256 differs)"
     return None
 
 
@@ -209,9 +274,9 @@ def latest_checkpoint(run_dir: str | Path, warn=None) -> Path | None:
 
 
 def remove_partial_saves(run_dir: str | Path) -> list[Path]:
-    """Delete the temporary directories of saves a kill interrupted (checkpoints/.tmp-*, .warm-*)."""
+    """Delete the temporary directories of saves a kill interrupted (checkpoints/.tmp-*, .warm-*, .model-*)."""
     root = Path(run_dir)
-    partial = [*root.glob("checkpoints/.tmp-*"), *root.glob(".warm-*")]
+    partial = [*root.glob("checkpoints/.tmp-*"), *root.glob(".warm-*"), *root.glob(".model-*")]
     for path in partial:
         shutil.rmtree(path, ignore_errors=True)
     return partial
@@ -238,7 +303,29 @@ def load_trainer_state(ckpt: Path, optimizer, scheduler=None) -> dict:
     return state
 
 
-RUN_FILES = ("checkpoints", "warm_start", "samples", "tensorboard", "metrics.jsonl", "summary.json", "config.yaml")
+def write_final_model(ckpt: Path, out: Path, model_cfg) -> Path:
+    """The run's final policy for serving (vLLM, `from_pretrained`) in `model_cfg.dtype`, LoRA merged
+    into its base, written atomically to `out` (the run directory's `model/`).
+
+    A checkpoint holds the float32 master weights a resume needs (twice a bf16 model's size); this
+    is what `model.dtype` asked for. Rank 0 only: it reads the final checkpoint back from disk."""
+    import dataclasses
+
+    from mmrlvr.models.load import load_checkpoint
+
+    model, processor = load_checkpoint(str(ckpt), dataclasses.replace(model_cfg, path=str(ckpt)))
+    out = Path(out)
+    tmp = Path(tempfile.mkdtemp(prefix=".model-", dir=out.parent))
+    model.save_pretrained(tmp)
+    processor.save_pretrained(tmp)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+RUN_FILES = ("checkpoints", "warm_start", "samples", "tensorboard", "metrics.jsonl", "summary.json", "config.yaml",
+             "model")
 
 
 def clear_run_dir(run_dir: str | Path) -> None:

@@ -2,14 +2,15 @@
 
 Two runs writing one `output_dir` lose one run's metrics and mix their checkpoints, and a resume
 with another task, reward or learning rate silently continues the old run under the new name. So a
-run holds `<output_dir>/.lock` (naming its PID and host) for as long as it lives, and a resume
-first compares the saved `config.yaml` with the new config: differing keys stop the run, named,
-unless `train.resume_force=true`.
+run holds `<output_dir>/.lock` (an `fcntl.flock`; the file names its PID and host) for as long as
+it lives, and a resume first compares the saved `config.yaml` with the new config: differing keys
+stop the run, named, unless `train.resume_force=true`.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import json
 import os
 import socket
@@ -19,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from mmrlvr.config import Config, ConfigError, short, to_dict
+from mmrlvr.config import portable_model_path, Config, ConfigError, short, to_dict
+from mmrlvr.data.staged import staged_change
 
 LOCK = ".lock"
 # keys a resume may change: how long the run goes on, how it logs, verifier processes, where it lives
@@ -27,6 +29,7 @@ RESUMABLE = frozenset({
     "train.steps", "train.resume", "train.resume_force", "train.log_every", "train.log_with", "train.save_every",
     "train.eval_every", "verifier_workers", "verifier_timeout", "eval.batch_size", "threads", "device",
     "output_dir",  # a run directory moved or copied elsewhere is still the same run
+    "rollout.server_url", "rollout.server_timeout",  # a restarted rollout server (new address) serves the same policy
 })
 
 
@@ -45,68 +48,115 @@ def _alive(pid: int) -> bool:
 
 
 def acquire_lock(run_dir: str | Path, warn=None) -> Path:
-    """Create `<run_dir>/.lock` naming this process; raise RunDirError if a live process holds it.
+    """Hold `<run_dir>/.lock` for this process; raise RunDirError if another process holds it.
 
-    A lock whose process is gone (a killed run) is taken over, with a warning. A lock from another
-    host cannot be checked, so it is refused: delete it by hand if that run is over."""
+    The lock is an `fcntl.flock` on that file, held for the run's life; the file's text (PID and
+    host) only names the holder in messages. The kernel decides who holds it, atomically, so two
+    runs started at the same instant never both get it (a file created empty and filled in after
+    let a second starter read no PID, call the owner dead and take the lock too), and a killed
+    run's lock is freed with its process: the next run takes it over (with a warning) without
+    unlinking a file someone else may hold. A lock naming another host is refused: a file system
+    that does not share locks between hosts would let both run, so delete it by hand if that run
+    is over."""
     warn = warn or (lambda msg: print(f"mmrlvr: warning: {msg}", file=sys.stderr))
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK
+    key = str(run_dir.resolve())
+    if key in _HELD:
+        return path  # this process already holds it (train called twice)
     me = {"pid": os.getpid(), "host": socket.gethostname()}
     for _ in range(3):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            holder = _read(path)
-            pid, host = holder.get("pid"), holder.get("host")
-            if pid == me["pid"] and host == me["host"]:
-                return path  # this process already holds it (train called twice)
-            if isinstance(pid, int) and host == me["host"] and _alive(pid):
-                raise RunDirError(f"output_dir {run_dir} is in use by process {pid} (lock file {path}); "
-                                  "wait for it, stop it, or choose another output_dir") from None
-            if isinstance(pid, int) and host not in (None, me["host"]):
-                raise RunDirError(f"output_dir {run_dir} is locked by process {pid} on host {host} "
-                                  f"({path}); delete that file if the run is over") from None
-            warn(f"taking over {path} from process {pid if pid is not None else '?'}, which is no longer running")
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = _read(path).get("pid")
+            raise RunDirError(f"output_dir {run_dir} is in use by process {pid if pid is not None else '?'} "
+                              f"(lock file {path}); wait for it, stop it, or choose another output_dir") from None
+        except OSError as exc:
+            os.close(fd)
+            raise RunDirError(f"output_dir {run_dir}: cannot lock {path} ({exc.strerror}); choose an output_dir "
+                              "on a file system with file locks") from None
+        if not _same_file(fd, path):  # its holder released and removed it between our open and flock
+            os.close(fd)
             continue
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
+        holder = _parse(os.pread(fd, 4096, 0))
+        pid, host = holder.get("pid"), holder.get("host")
+        if isinstance(pid, int) and host not in (None, me["host"]):
+            os.close(fd)
+            raise RunDirError(f"output_dir {run_dir} is locked by process {pid} on host {host} "
+                              f"({path}); delete that file if the run is over")
+        if pid is not None and pid != me["pid"]:
+            why = ("no longer holds it (a reused PID, or a run without file locks)" if isinstance(pid, int) and _alive(pid)
+                   else "is no longer running")
+            warn(f"taking over {path} from process {pid}, which {why}")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        _HELD[key] = fd
         atexit.register(release_lock, run_dir)  # also when the run ends by an exception
         return path
     raise RunDirError(f"output_dir {run_dir}: could not take the lock {path}")
 
 
+# run directory (resolved) -> the descriptor whose flock this process holds
+_HELD: dict[str, int] = {}
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        a, b = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _parse(raw: bytes) -> dict:
+    try:
+        out = json.loads(raw.decode())
+        return out if isinstance(out, dict) else {}
+    except ValueError:
+        return {}
+
+
 def _read(path: Path) -> dict:
     try:
-        out = json.loads(path.read_text())
-        return out if isinstance(out, dict) else {}
-    except (OSError, ValueError):
+        return _parse(path.read_bytes())
+    except OSError:
         return {}
 
 
 def release_lock(run_dir: str | Path) -> None:
-    """Remove the lock if this process holds it (never another run's)."""
+    """Let go of the lock if this process holds it (never another run's): the file is removed
+    first, while still held, so no one can lock the old file after a new one appears."""
+    fd = _HELD.pop(str(Path(run_dir).resolve()), None)
+    if fd is None:
+        return
     path = Path(run_dir) / LOCK
-    if _read(path).get("pid") == os.getpid():
-        try:
+    try:
+        if _same_file(fd, path):
             path.unlink()
-        except FileNotFoundError:
-            pass
+    finally:
+        os.close(fd)
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    """{"train": {"lr": 1}} -> {"train.lr": 1}; lists (rewards) are compared whole."""
+    """{"train": {"lr": 1}} -> {"train.lr": 1}, task arguments included; a list of mappings
+    (rewards) by position, {"rewards[0].weight": 0.5}, so a refused resume names the very key."""
+    if isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
+        out: dict[str, Any] = {}
+        for i, x in enumerate(d):
+            out.update(_flat(x, f"{prefix}[{i}]"))
+        return out
+    if isinstance(d, (dict, list)) and not d and prefix:
+        return {}  # empty: its entries, if any appear, read "(absent) -> ..."
     if not isinstance(d, dict):
         return {prefix: d}
-    out: dict[str, Any] = {}
+    out = {}
     for k, v in d.items():
         key = f"{prefix}.{k}" if prefix else str(k)
-        out.update(_flat(v, key) if isinstance(v, dict) and k != "args" else {key: v})
+        out.update(_flat(v, key) if isinstance(v, (dict, list)) else {key: v})
     return out
 
 
@@ -124,6 +174,10 @@ def config_differences(saved: dict, new: dict) -> list[tuple[str, Any, Any]]:
     return out
 
 
+def _said(value: Any) -> str:
+    return "(absent)" if value is None else short(value, 60)
+
+
 def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]:
     """Compare `<run_dir>/config.yaml` (the run being resumed) with `cfg` (resolved).
 
@@ -139,10 +193,14 @@ def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]
         saved = yaml.safe_load(saved_path.read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise RunDirError(f"{saved_path}: cannot read the saved config of the run to resume ({short(str(exc))})") from None
-    new = yaml.safe_load(yaml.safe_dump(to_dict(cfg), sort_keys=False))  # the form it is saved in
-    diffs = config_differences(saved, new)
+    new = portable_model_path(yaml.safe_load(yaml.safe_dump(to_dict(cfg), sort_keys=False)))  # as it is saved
+    saved = portable_model_path(saved)  # a run directory written before paths were made absolute
+    # rows and rewards mmrlvr.run staged are named by content: other ones are another folder
+    said = [(k, a, b, staged_change(a, b)) for k, a, b in config_differences(saved, new)]
+    said = [(k, a, b, text) for k, a, b, text in said if text != ""]  # "": same content, moved run dir
+    diffs = [(k, a, b) for k, a, b, _ in said]
     if diffs and not cfg.train.resume_force:
-        what = "; ".join(f"{k}: {short(a, 40)} -> {short(b, 40)}" for k, a, b in diffs[:8])
+        what = "; ".join(text or f"{k}: {_said(a)} -> {_said(b)}" for k, a, b, text in said[:8])
         more = f" (and {len(diffs) - 8} more)" if len(diffs) > 8 else ""
         raise RunDirError(f"output_dir {run_dir} holds a run with another config ({what}{more}); resume with "
                           "the same config, choose another output_dir, set train.resume=false to start over, "
@@ -160,11 +218,14 @@ def claim_run_dir(run_dir: str | Path, cfg: Config, is_main: bool = True) -> lis
     together with the same line instead of the others waiting forever at the next barrier."""
     error, diffs = None, []
     if is_main:
+        held = str(Path(run_dir).resolve()) in _HELD  # mmrlvr.run locks before it stages its inputs
         try:
             acquire_lock(run_dir)
             diffs = check_resume(run_dir, cfg)
         except RunDirError as exc:
             error = str(exc)
+            if not held:
+                release_lock(run_dir)  # refused: the directory is not ours to keep (a notebook lives on)
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:

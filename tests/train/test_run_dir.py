@@ -14,8 +14,13 @@ from mmrlvr.train.run_dir import (
 )
 
 
-def _live_process():
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+def _holder(run):
+    """Another live process that holds the lock of `run` (returns once it does)."""
+    code = ("import sys, time; from mmrlvr.train.run_dir import acquire_lock; acquire_lock(sys.argv[1]); "
+            "print('held', flush=True); time.sleep(60)")
+    p = subprocess.Popen([sys.executable, "-c", code, str(run)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
 
 
 def _dead_pid():
@@ -29,9 +34,8 @@ def test_lock_names_the_pid_and_refuses_a_second_run(tmp_path):
     assert json.loads(path.read_text())["pid"] == os.getpid()
     release_lock(tmp_path)
     assert not path.exists()
-    other = _live_process()
+    other = _holder(tmp_path)
     try:
-        (tmp_path / LOCK).write_text(json.dumps({"pid": other.pid, "host": os.uname().nodename}))
         with pytest.raises(RunDirError, match=rf"output_dir {tmp_path} is in use by process {other.pid} \(lock file"):
             acquire_lock(tmp_path)
         release_lock(tmp_path)  # not ours: left alone
@@ -49,6 +53,24 @@ def test_a_stale_lock_is_taken_over(tmp_path):
     assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
     assert len(said) == 1 and f"from process {dead}, which is no longer running" in said[0]
     release_lock(tmp_path)
+
+
+def test_a_killed_holders_lock_is_taken_over_and_another_hosts_is_refused(tmp_path):
+    holder = _holder(tmp_path)
+    holder.kill()  # SIGKILL: no atexit, the file stays behind naming it; the kernel frees the flock
+    holder.wait()
+    assert json.loads((tmp_path / LOCK).read_text())["pid"] == holder.pid
+    said = []
+    acquire_lock(tmp_path, warn=said.append)
+    assert json.loads((tmp_path / LOCK).read_text())["pid"] == os.getpid()
+    assert len(said) == 1 and f"from process {holder.pid}, which is no longer running" in said[0]
+    assert acquire_lock(tmp_path) == tmp_path / LOCK  # held already: train() after mmrlvr.run locked
+    release_lock(tmp_path)
+    assert not (tmp_path / LOCK).exists()
+    (tmp_path / LOCK).write_text(json.dumps({"pid": 12, "host": "elsewhere"}))
+    with pytest.raises(RunDirError, match=r"locked by process 12 on host elsewhere .*delete that file"):
+        acquire_lock(tmp_path)
+    assert json.loads((tmp_path / LOCK).read_text())["host"] == "elsewhere"
 
 
 def _resolved(run, *overrides):
@@ -91,7 +113,10 @@ def test_resume_with_another_config_is_refused_naming_the_keys(tmp_path):
 def test_differences_cover_lists_and_task_args():
     a = {"rewards": [{"verifier": "count", "weight": 1.0}], "task": {"args": {"n": 3}}, "train": {"steps": 5}}
     b = {"rewards": [{"verifier": "math", "weight": 1.0}], "task": {"args": {"n": 4}}, "train": {"steps": 9}}
-    assert [k for k, _, _ in config_differences(a, b)] == ["rewards", "task.args"]
+    # named to the very key, through lists of mappings and task arguments
+    assert config_differences(a, b) == [("rewards[0].verifier", "count", "math"), ("task.args.n", 3, 4)]
+    assert config_differences({"rewards": []}, {"rewards": [{"verifier": "count"}]}) == [
+        ("rewards[0].verifier", None, "count")]
 
 
 def test_cli_one_line_for_a_changed_config_and_a_busy_dir(tmp_path, capsys):
@@ -100,9 +125,8 @@ def test_cli_one_line_for_a_changed_config_and_a_busy_dir(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"mmrlvr: error: output_dir {run} holds a run with another config "
                                                 f"(train.lr: 0.0002 -> 0.002); resume with the same config")
-    other = _live_process()
+    other = _holder(run)
     try:
-        (run / LOCK).write_text(json.dumps({"pid": other.pid, "host": os.uname().nodename}))
         assert main(["train", "configs/quickstart.yaml", f"output_dir={run}"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"is in use by process {other.pid}" in err[0]
@@ -134,3 +158,43 @@ def test_every_rank_stops_when_the_main_one_refuses(tmp_path):
     tmp.spawn(_rank, args=(tmp_path / "init", run, tmp_path), nprocs=2, join=True)
     texts = [(tmp_path / f"{r}.txt").read_text() for r in (0, 1)]
     assert texts[0] == texts[1] and "train.lr: 0.0002 -> 0.5" in texts[0]
+
+
+def _race(barrier, root, rounds, results, who):
+    """One of the lockers: each round all call acquire_lock at the same instant (a Barrier), say
+    whether they got the lock, wait until all have said, then let it go."""
+    for r in range(rounds):
+        run = root / f"r{r}"
+        barrier.wait()
+        try:
+            acquire_lock(run, warn=lambda msg: None)
+            got = True
+        except RunDirError:
+            got = False
+        results.put((r, who, got))
+        barrier.wait()  # all have tried before the holder releases
+        if got:
+            release_lock(run)
+
+
+@pytest.mark.timeout(300)
+def test_runs_started_at_the_same_instant_never_both_hold_the_lock(tmp_path):
+    """The lock file must appear with its owner already in it (or be held by the kernel): a lock
+    created empty and filled in after lets a second starter call the owner dead and take it too."""
+    import multiprocessing as mp
+
+    ctx, rounds, n = mp.get_context("fork"), 200, 3
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(barrier, tmp_path, rounds, results, who)) for who in range(n)]
+    for p in procs:
+        p.start()
+    got = {}
+    for _ in range(n * rounds):
+        r, who, held = results.get(timeout=120)
+        got.setdefault(r, []).append(held)
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    many = [r for r, held in got.items() if sum(held) > 1]
+    none = [r for r, held in got.items() if sum(held) == 0]
+    assert not many and not none, f"several held the lock in {len(many)} of {rounds} rounds, none in {len(none)}"
