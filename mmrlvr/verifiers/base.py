@@ -17,6 +17,7 @@ from typing import Callable
 
 from mmrlvr.registry import Registry
 from mmrlvr.types import Verdict
+from mmrlvr.verifiers.reward_styles import adapt
 
 VerifierFn = Callable[..., Verdict]
 VERIFIERS: Registry = Registry("verifier")
@@ -142,7 +143,9 @@ def plugin_key(spec: str) -> str:
 def resolve_verifier(spec: str, allow_code: bool = True) -> VerifierFn:
     """A registry name, "path/to/file.py:fn", "package.module:fn" or an entry-point name.
 
-    `allow_code=False` refuses plug-in specs (use it for names that come from data).
+    `allow_code=False` refuses plug-in specs (use it for names that come from data). Plug-ins
+    written as TRL or EasyR1 reward functions come back adapted to the per-item call
+    (`mmrlvr.verifiers.reward_styles`); a signature of no known shape raises here, at load.
     """
     _load_builtin()
     if spec in VERIFIERS:
@@ -152,11 +155,11 @@ def resolve_verifier(spec: str, allow_code: bool = True) -> VerifierFn:
             check_allowed(spec)
         target, fn_name = spec.rsplit(":", 1)
         if target.endswith(".py") or "/" in target:
-            return _load_file_fn(target, fn_name)
-        return getattr(importlib.import_module(target), fn_name)
+            return adapt(_load_file_fn(target, fn_name))
+        return adapt(getattr(importlib.import_module(target), fn_name))
     eps = _entry_points()
     if spec in eps:
-        return eps[spec].load()
+        return adapt(eps[spec].load())
     return VERIFIERS.get(spec)  # raises with the list of known names
 
 
@@ -169,11 +172,12 @@ def available_verifiers() -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def clean_verdict(result) -> Verdict:
+def clean_verdict(result, bounded: bool = True) -> Verdict:
     """What a verifier returned as a Verdict with a finite score in [0, 1], else a failure.
 
     A string, NaN, or a score outside [0, 1] (1e9) is the verifier's bug, never a reward: clipping
-    1e9 to 1.0 would reward every completion silently."""
+    1e9 to 1.0 would reward every completion silently. `bounded=False` (TRL and EasyR1 reward
+    functions, whose scores are any real number) still refuses non-finite and non-numeric ones."""
     if isinstance(result, Verdict):
         v = result
     elif isinstance(result, (int, float)) and not isinstance(result, bool):
@@ -190,7 +194,7 @@ def clean_verdict(result) -> Verdict:
         return failed(f"non-numeric score {str(v.score)[:60]!r}")
     if not math.isfinite(score):
         return failed(f"non-finite score {score}")
-    if not 0.0 <= score <= 1.0:
+    if bounded and not 0.0 <= score <= 1.0:
         return failed(f"score {score:g} outside [0, 1]")
     raw = v.parts if isinstance(v.parts, dict) else {}
     parts = {str(k): float(x) for k, x in raw.items()
@@ -205,7 +209,7 @@ def safe_verify(fn: VerifierFn, completion: str, sample) -> Verdict:
     `sys.exit` is a failure too (in-process it would end the whole program with exit status 0).
     """
     try:
-        return clean_verdict(fn(completion, sample))
+        return clean_verdict(fn(completion, sample), bounded=not getattr(fn, "unbounded", False))
     except BadReference as exc:
         return Verdict(0.0, f"{BAD_REFERENCE}{exc}")
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - model output must never crash a step

@@ -29,13 +29,49 @@ class SpecCount:
     first_bad_reference: str = ""
 
 
+STOP_WINDOW = 3  # steps over which `verifier_stop_share` is read
+
+
+class BrokenRewardError(RuntimeError):
+    """A reward term failed on all of a step's items, or on too many over the last steps: training
+    on its zeros would learn nothing while looking like a run that trains."""
+
+
 @dataclass
 class FailureCounter:
-    """Per verifier spec: items scored, failed verdicts, and whether the warning was given."""
+    """Per verifier spec: items scored, failed verdicts, and whether the warning was given; per
+    step (`end_step`), whether a term is broken enough to stop the run."""
 
     share: float = FAIL_SHARE
     warn: object = None  # callable(str); None: the `mmrlvr.verifiers` logger (stderr unless configured)
     counts: dict = field(default_factory=dict)
+    windows: dict = field(default_factory=dict)  # spec -> [(items, failed)] of the last STOP_WINDOW steps
+    _at_step: dict = field(default_factory=dict)  # spec -> (items, failed) when the step began
+
+    def end_step(self, stop_share: float | None) -> str | None:
+        """Close one step's window; the one line to stop with if a term failed on every item of
+        this step, or on more than `stop_share` of its items over the last `STOP_WINDOW` steps
+        (None: never stop, only warn)."""
+        broken = None
+        for spec, c in self.counts.items():
+            items0, failed0 = self._at_step.get(spec, (0, 0))
+            step = (c.items - items0, c.failed - failed0)
+            self._at_step[spec] = (c.items, c.failed)
+            window = self.windows.setdefault(spec, [])
+            window.append(step)
+            del window[:-STOP_WINDOW]
+            if stop_share is None or broken is not None:
+                continue
+            items, failed = sum(n for n, _ in window), sum(f for _, f in window)
+            if step[0] and step[1] == step[0]:
+                why = f"on all {step[0]} items of this step"
+            elif len(window) == STOP_WINDOW and items and failed / items > stop_share:
+                why = f"on {failed} of {items} items over the last {STOP_WINDOW} steps (more than verifier_stop_share={stop_share:g})"
+            else:
+                continue
+            broken = (f"reward {spec!r} failed {why} (first error: {c.first[:200]}); training on its zeros "
+                      "would learn nothing: fix the reward function, or set verifier_stop_share=null to only warn")
+        return broken
 
     def record(self, spec: str, verdicts: Iterable[Verdict]) -> None:
         c = self.counts.setdefault(spec, SpecCount())

@@ -9,6 +9,7 @@ after which a stuck pool is killed and rebuilt. Either way the item scores 0 wit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import multiprocessing as mp
@@ -102,6 +103,29 @@ def portable_spec(spec: str, plugins=None) -> str:
     return f"{module}:{fn.__name__}"
 
 
+@contextlib.contextmanager
+def _main_script_hidden():
+    """While worker processes start: a spawned child re-runs the parent's `__main__` script (as
+    `__mp_main__`) to rebuild its globals, and a user script that calls `mmrlvr.run` at top level,
+    without `if __name__ == "__main__":`, would start a whole training run in every worker. Nothing
+    the workers run lives in `__main__` (verifier plug-ins load by path, `mmrlvr.run`'s reward
+    callables travel pickled by value), so the script is hidden from the spawn's preparation data
+    for that moment; `python -m` mains are left alone (they are re-imported by name, guarded by it)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(spec, "name", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
 def _light(sample):
     """What a verifier needs of a sample: no images or frames cross the process boundary."""
     if isinstance(sample, Sample):
@@ -148,7 +172,8 @@ class VerifierPool:
         size = max(1, min(64, math.ceil(len(items) / (self.workers * 4))))
         chunks = [items[i : i + size] for i in range(0, len(items), size)]
         pool = self._executor()
-        futures = [pool.submit(_run_chunk, self._specs[spec], chunk, self.timeout) for chunk in chunks]
+        with _main_script_hidden():  # the workers start on the first submit
+            futures = [pool.submit(_run_chunk, self._specs[spec], chunk, self.timeout) for chunk in chunks]
         deadline = self.timeout * (math.ceil(len(items) / self.workers) + 1) + self.grace
         t0 = time.monotonic()
         wait(futures, timeout=deadline)
