@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from mmrlvr.models.wrapping import base_model
 
-ENGINES = ("hf", "vllm")
+ENGINES = ("hf", "vllm", "vllm_server")
 
 
 def make_engine(cfg, policy, processor):
-    """An engine sampling from `policy`'s current weights; vLLM is imported only when chosen."""
+    """An engine sampling from `policy`'s current weights; vLLM is imported only when chosen (never for vllm_server)."""
     kind = cfg.rollout.engine
     if kind == "hf":
         from mmrlvr.rollout.hf import HFRolloutEngine
@@ -27,5 +27,12 @@ def make_engine(cfg, policy, processor):
             max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens,
         )
         engine.sync_weights(policy)  # warm-started or resumed weights differ from the directory's
+        return engine
+    if kind == "vllm_server":
+        from mmrlvr.rollout.server import ServerRolloutEngine
+
+        engine = ServerRolloutEngine(cfg.rollout.server_url, processor, base_model(policy).config,
+                                     timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype)
+        engine.sync_weights(policy)  # the server starts from its directory's weights
         return engine
     raise ValueError(f"rollout.engine {kind!r} unknown; known: {', '.join(ENGINES)}")

@@ -22,10 +22,11 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.data.collate import encode_prompts, pad_right, prompt_texts
+from mmrlvr.data.collate import prompt_texts
 from mmrlvr.rollout.hf import RolloutOutput, stop_token_ids, vision_token_ids
 from mmrlvr.rollout.vllm_inputs import (
-    allowed_token_ids, model_vocab_size, processor_kwargs, request_seeds, resolve_max_model_len, vllm_request,
+    SampledText, allowed_token_ids, model_vocab_size, processor_kwargs, request_seeds, resolve_max_model_len,
+    rollout_output, sampling_fields, vllm_request,
 )
 from mmrlvr.rollout.weight_names import sync_pairs, vllm_param_name
 from mmrlvr.types import Completion, Sample
@@ -107,15 +108,20 @@ class VLLMRolloutEngine:
             return None
 
     def sync_weights(self, model) -> None:
-        """Copy the policy's current weights (LoRA merged) into vLLM; the next rollout uses them.
+        """Copy the policy's current weights (LoRA merged) into vLLM; the next rollout uses them."""
+        self.load_pairs(sync_pairs(model))
+
+    def load_pairs(self, pairs) -> None:
+        """Load (HF name, tensor) pairs (`weight_names.sync_pairs`) and drop what the old weights computed.
 
         Through the worker's `reload_weights`, which re-runs the loader's post-processing (on CPU
         the linear layers are repacked after loading and lose their `weight_loader`): in-process
         the (name, tensor) pairs go straight in; across processes they travel as one safetensors
         file in shared memory. Then every cache computed by the old weights is dropped: prefix KV
-        blocks and the encoder cache (image/video embeddings of the old vision tower).
+        blocks and the encoder cache (image/video embeddings of the old vision tower). The rollout
+        server (`mmrlvr.rollout.server_app`) loads the pairs a client sent through here too.
         """
-        pairs = sync_pairs(model)
+        pairs = list(pairs)
         self._wake()
         target = self._vllm_model()
         if target is not None:
@@ -123,9 +129,13 @@ class VLLMRolloutEngine:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(pairs)})
         else:
             self._reload_from_file(pairs)
-        self.llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
-        self.llm.llm_engine.reset_encoder_cache()  # so were cached image/video embeddings
+        self.reset_caches()
         self._go_to_sleep()
+
+    def reset_caches(self) -> None:
+        """Drop the prefix KV blocks and cached image/video embeddings (both computed by old weights)."""
+        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.reset_encoder_cache()
 
     def _reload_from_file(self, pairs) -> None:
         from safetensors.torch import save_file
@@ -147,15 +157,14 @@ class VLLMRolloutEngine:
 
     # -------------------------------------------------------------------------------- sampling
     def sampling_params(self, sampling, group_size: int, seed: int, greedy: bool, max_new_tokens: int | None):
+        return self.params_from_fields(sampling_fields(sampling, group_size, seed, greedy, max_new_tokens, self.stop_ids))
+
+    def params_from_fields(self, fields: dict):
+        """vLLM SamplingParams from `vllm_inputs.sampling_fields` plus this engine's allowed ids and
+        processed log-probs of the sampled tokens (what both the colocated and the server engine send)."""
         from vllm import SamplingParams
 
-        return SamplingParams(
-            n=group_size, temperature=0.0 if greedy else sampling.temperature,
-            top_p=1.0 if greedy else sampling.top_p, top_k=0 if greedy else (sampling.top_k or 0),
-            min_p=0.0, repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
-            max_tokens=max_new_tokens or sampling.max_new_tokens, stop_token_ids=self.stop_ids,
-            allowed_token_ids=self.allowed_ids, seed=seed, logprobs=0, skip_special_tokens=True,
-        )
+        return SamplingParams(**fields, allowed_token_ids=self.allowed_ids, logprobs=0, skip_special_tokens=True)
 
     def generate(self, samples: Sequence[Sample], group_size: int, sampling, seed: int) -> list[Completion]:
         return self.rollout(samples, group_size, sampling, seed).completions
@@ -168,19 +177,14 @@ class VLLMRolloutEngine:
         requests = [vllm_request(t, s, self.processor) for t, s in zip(texts, samples)]
         seeds = request_seeds(seed, len(samples), group_size)
         params = [self.sampling_params(sampling, group_size, s, greedy, max_new_tokens) for s in seeds]
+        raw = self.generate_raw(requests, params)
+        return rollout_output(self.processor, samples, raw, self.pad_id, return_logprobs)
+
+    def generate_raw(self, requests: list[dict], params: list) -> list[list[SampledText]]:
+        """Per request its completions as vLLM returned them (token ids, text, finish reason, log-probs)."""
         self._wake()
         outs = self.llm.generate(requests, params, use_tqdm=False)
         self._go_to_sleep()
-        completions, logprobs = [], []
-        for i, out in enumerate(outs):
-            for c in out.outputs:
-                toks = list(c.token_ids)
-                completions.append(Completion(i, c.text, toks, truncated=c.finish_reason == "length"))
-                logprobs.append([d[t].logprob for d, t in zip(c.logprobs or [], toks)])
-        ids, mask = pad_right([c.token_ids for c in completions], self.pad_id)
-        sampler_lp = None
-        if return_logprobs:
-            sampler_lp = torch.zeros(ids.shape, dtype=torch.float32)
-            for i, row in enumerate(logprobs):
-                sampler_lp[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
-        return RolloutOutput(completions, encode_prompts(self.processor, samples), ids, mask, sampler_lp)
+        return [[SampledText(list(c.token_ids), c.text, c.finish_reason,
+                             [d[t].logprob for d, t in zip(c.logprobs or [], c.token_ids)]) for c in out.outputs]
+                for out in outs]

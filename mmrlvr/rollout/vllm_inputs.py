@@ -6,11 +6,13 @@ Kept apart from `mmrlvr.rollout.vllm` so that everything that decides *what* vLL
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
-from mmrlvr.data.collate import video_limits
+import torch
+
+from mmrlvr.data.collate import encode_prompts, pad_right, video_limits
 from mmrlvr.data.media import decode_video, fit_total_pixels, load_image
-from mmrlvr.types import Sample
+from mmrlvr.types import Completion, Sample
 
 SEED_STRIDE = 100_003  # a prime above any B*G: step seeds never share a stream with each other
 DEFAULT_MAX_MODEL_LEN = 4096  # used when the model allows more (sizes the KV cache)
@@ -129,3 +131,48 @@ def vllm_request(prompt: str, sample: Sample, processor=None) -> dict:
     if data:
         req["multi_modal_data"] = data
     return req
+
+
+def sampling_fields(sampling, group_size: int, seed: int, greedy: bool, max_new_tokens: int | None,
+                    stop_ids: Sequence[int]) -> dict:
+    """vLLM SamplingParams fields for one request (plain values: the server engine sends them as JSON).
+
+    What the learner's log-probs assume: the rollout temperature, top-p/top-k, no penalties; the
+    allowed ids and processed log-probs are added where SamplingParams is built."""
+    return dict(
+        n=group_size, temperature=0.0 if greedy else float(sampling.temperature),
+        top_p=1.0 if greedy else float(sampling.top_p), top_k=0 if greedy else int(sampling.top_k or 0),
+        min_p=0.0, repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
+        max_tokens=int(max_new_tokens or sampling.max_new_tokens), stop_token_ids=[int(i) for i in stop_ids],
+        seed=int(seed),
+    )
+
+
+class SampledText(NamedTuple):
+    """One completion as vLLM returns it: its token ids, text, finish reason and the sampled tokens' log-probs."""
+
+    token_ids: list
+    text: str
+    finish_reason: str | None
+    logprobs: list
+
+
+def rollout_output(processor, samples: Sequence[Sample], raw: Sequence[Sequence[SampledText]], pad_id: int,
+                   return_logprobs: bool):
+    """vLLM's per-request completions -> the engines' `RolloutOutput`: N = B*G completions, groups
+    contiguous, ids right padded; `return_logprobs`: (N, T) float32 sampler log-probs, 0 on padding."""
+    from mmrlvr.rollout.hf import RolloutOutput
+
+    completions, logprobs = [], []
+    for i, outs in enumerate(raw):
+        for c in outs:
+            toks = list(c.token_ids)
+            completions.append(Completion(i, c.text, toks, truncated=c.finish_reason == "length"))
+            logprobs.append(c.logprobs)
+    ids, mask = pad_right([c.token_ids for c in completions], pad_id)
+    sampler_lp = None
+    if return_logprobs:
+        sampler_lp = torch.zeros(ids.shape, dtype=torch.float32)
+        for i, row in enumerate(logprobs):
+            sampler_lp[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
+    return RolloutOutput(completions, encode_prompts(processor, samples), ids, mask, sampler_lp)

@@ -1,0 +1,129 @@
+"""Rollouts from a `mmrlvr rollout-server` (`rollout.engine: vllm_server`): the HF engine's contract over HTTP.
+
+The server runs vLLM (on its own GPUs, node, or CPU cores); this side never imports vLLM. Each
+rollout sends the chat-templated prompts with their media decoded as the learner decodes them,
+and the per-request sampling fields the colocated engine would use (`vllm_inputs.sampling_fields`:
+same seeds, temperature, top-p/top-k, stop ids); the server adds the allowed ids and processed
+log-probs. What comes back is checked (`server_wire.decode_outputs`) and assembled exactly as the
+colocated engine assembles vLLM's outputs (`vllm_inputs.rollout_output`).
+
+Weight sync after each update: the policy's weights (LoRA merged, `weight_names.sync_pairs`) as
+one safetensors file, written to shared memory and loaded by path when the server is on this
+machine (its address is loopback), or uploaded in the request body otherwise; the server then
+resets its prefix and encoder caches. Between GPUs TRL and verl broadcast over NCCL instead; that
+path is not built here (docs/how-to/vllm.md).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import urllib.parse
+from typing import Sequence
+
+from mmrlvr.data.collate import prompt_texts
+from mmrlvr.rollout.hf import RolloutOutput, stop_token_ids, vision_token_ids
+from mmrlvr.rollout.server_http import RolloutServerError, call
+from mmrlvr.rollout.server_wire import decode_outputs, encode_request
+from mmrlvr.rollout.vllm_inputs import (
+    model_vocab_size, processor_kwargs, request_seeds, rollout_output, sampling_fields, vllm_request,
+)
+from mmrlvr.rollout.weight_names import sync_pairs
+from mmrlvr.types import Completion, Sample
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def info_mismatches(info: dict, *, model_type: str, vocab_size: int, suppress_ids, pixel_kwargs: dict, dtype: str | None) -> list[str]:
+    """What the server samples differently from the learner (empty: nothing): each 'what: server x, learner y'."""
+    out = []
+    for what, theirs, ours in (("model family", info.get("model_type"), model_type),
+                               ("vocabulary size", info.get("vocab_size"), vocab_size),
+                               ("suppressed token ids", sorted(info.get("suppress_ids") or []), sorted(suppress_ids)),
+                               ("pixel limits", info.get("processor_kwargs"), pixel_kwargs),
+                               ("dtype", info.get("dtype"), dtype)):
+        if ours is not None and theirs != ours:
+            out.append(f"{what}: server {theirs!r}, learner {ours!r}")
+    return out
+
+
+class ServerRolloutEngine:
+    """`rollout`/`generate`/`sync_weights` as `HFRolloutEngine`, sampling on a rollout server.
+
+    `version` is the server's policy version (weight updates it has loaded) after the last call,
+    `synced_version` the one the last `sync_weights` made (the learner's current weights)."""
+
+    def __init__(self, url: str, processor, model_config, *, timeout: float = 600.0, dtype: str | None = None):
+        self.url = url.rstrip("/")
+        self.timeout = float(timeout)
+        self.processor = processor
+        tok = processor.tokenizer
+        self.model_type = model_config.model_type
+        self.suppress_ids = vision_token_ids(tok, self.model_type)
+        self.stop_ids = stop_token_ids(tok)
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
+        self.vocab_size = model_vocab_size(model_config)
+        self.local = urllib.parse.urlsplit(self.url).hostname in LOOPBACK
+        info = call(self.url, "/info", timeout=self.timeout)
+        wrong = info_mismatches(info, model_type=self.model_type, vocab_size=self.vocab_size,
+                                suppress_ids=self.suppress_ids, pixel_kwargs=processor_kwargs(processor), dtype=dtype)
+        if wrong:
+            raise RolloutServerError(f"rollout server {self.url} samples from other settings than the learner ("
+                                     + "; ".join(wrong) + "): start it with the training config's model.* values")
+        self.version = int(info.get("version", 0))
+        self.synced_version = self.version  # the version of the learner's weights, after the last sync
+
+    # -------------------------------------------------------------------------------- sampling
+    def generate(self, samples: Sequence[Sample], group_size: int, sampling, seed: int) -> list[Completion]:
+        return self.rollout(samples, group_size, sampling, seed).completions
+
+    def rollout(self, samples: Sequence[Sample], group_size: int, sampling, seed: int, greedy: bool = False,
+                max_new_tokens: int | None = None, return_logprobs: bool = False) -> RolloutOutput:
+        """Sample G completions per prompt on the server; `return_logprobs`: (N, T) processed sampler log-probs."""
+        texts = prompt_texts(self.processor, samples)
+        requests = [encode_request(vllm_request(t, s, self.processor)) for t, s in zip(texts, samples)]
+        fields = [sampling_fields(sampling, group_size, s, greedy, max_new_tokens, self.stop_ids)
+                  for s in request_seeds(seed, len(samples), group_size)]
+        answer = call(self.url, "/generate", {"requests": requests, "sampling": fields}, timeout=self.timeout)
+        raw = decode_outputs(answer.get("outputs"), len(samples), group_size, self.url, self.vocab_size)
+        self.version = int(answer.get("version", self.version))
+        out = rollout_output(self.processor, samples, raw, self.pad_id, return_logprobs)
+        out.policy_version = self.version
+        return out
+
+    # ------------------------------------------------------------------------------ weight sync
+    def sync_weights(self, model) -> None:
+        """Send the policy's current weights; the server's next generation uses them.
+
+        With several training processes every rank gathers the weights (a collective under FSDP)
+        but rank 0 alone sends them; the others wait for it and read the new policy version."""
+        from safetensors.torch import save_file
+
+        tensors = {n: t.detach().cpu().contiguous().clone() for n, t in sync_pairs(model)}
+        rank, world = _rank_world()
+        if rank == 0:
+            root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            with tempfile.TemporaryDirectory(prefix="mmrlvr-sync-", dir=root) as d:
+                file = os.path.join(d, "model.safetensors")
+                save_file(tensors, file)
+                os.chmod(d, 0o755)  # the server may run as another user on this machine
+                if self.local:
+                    answer = call(self.url, "/update_weights", {"path": d}, timeout=self.timeout)
+                else:
+                    with open(file, "rb") as f:
+                        answer = call(self.url, "/update_weights_upload", timeout=self.timeout, data=f.read())
+        if world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+        if rank != 0:
+            answer = call(self.url, "/health", timeout=self.timeout)
+        self.version = self.synced_version = int(answer.get("version", self.version + 1))
+
+
+def _rank_world() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1

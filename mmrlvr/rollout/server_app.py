@@ -1,0 +1,144 @@
+"""`mmrlvr rollout-server`: vLLM's engine for one policy behind a small HTTP API (vLLM environment only).
+
+The way TRL's `trl vllm-serve` works: vLLM's `LLM` (its own scheduler, sampler and weight loader)
+wrapped in a FastAPI app served by uvicorn, vLLM's own serving stack. The engine is built by
+`VLLMRolloutEngine`, so it samples with exactly the colocated engine's settings: the learner's
+pixel limits (`mm_processor_kwargs`), allowed token ids, processed log-probs, per-request seeds.
+
+Endpoints (JSON):
+- GET  /health            {"server": "mmrlvr-rollout-server", "version": n}: the start-up probe
+- GET  /info              what a client checks before its first request (model family, vocabulary,
+                          suppressed ids, pixel limits, dtype) and the current policy version
+- POST /generate          {"requests": [...], "sampling": [...]} -> {"outputs": [...], "version": n}
+- POST /update_weights    {"path": DIR}: load DIR/model.safetensors (a client on this machine wrote
+                          it in shared memory), then reset the prefix and encoder caches
+- POST /update_weights_upload  the safetensors file as the body (a client on another machine)
+
+Requests are served one at a time (a lock): a weight update never lands inside a generation.
+The policy version counts weight updates since the server started (0: the directory's weights).
+"""
+
+
+import os  # no `from __future__ import annotations`: FastAPI reads the endpoints' annotations (Request) at runtime
+import tempfile
+import threading
+
+from mmrlvr.rollout.server_http import SERVER_NAME
+from mmrlvr.rollout.server_wire import decode_request, encode_outputs
+from mmrlvr.rollout.vllm_inputs import model_vocab_size, processor_kwargs
+
+
+def build_engine(args):
+    """The colocated engine's `VLLMRolloutEngine`, configured from the command line."""
+    from transformers import AutoConfig
+
+    from mmrlvr.config import ModelConfig
+    from mmrlvr.models.load import _load_processor, resolve_model_path
+    from mmrlvr.rollout.vllm import VLLMRolloutEngine
+
+    path = resolve_model_path(args.model)
+    model_config = AutoConfig.from_pretrained(path)
+    mcfg = ModelConfig(path=path, dtype=args.dtype, min_pixels=args.min_pixels, max_pixels=args.max_pixels,
+                       video_min_pixels=args.video_min_pixels, video_max_pixels=args.video_max_pixels)
+    processor = _load_processor(path, mcfg, model_config.model_type)
+    return VLLMRolloutEngine(path, processor, model_config, dtype=args.dtype,
+                             gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+                             sleep=False, seed=args.seed, enforce_eager=args.enforce_eager,
+                             max_num_batched_tokens=args.max_num_batched_tokens)
+
+
+class RolloutService:
+    """The endpoints' logic, apart from HTTP (tests drive it directly too)."""
+
+    def __init__(self, engine, model_path: str, dtype: str):
+        self.engine = engine
+        self.model_path = model_path
+        self.dtype = dtype
+        self.version = 0
+        self.lock = threading.Lock()
+        self.vocab_size = len(engine.allowed_ids) + len(set(engine.suppress_ids))
+
+    def info(self) -> dict:
+        e = self.engine
+        return {"server": SERVER_NAME, "model": self.model_path, "model_type": e.model_type, "dtype": self.dtype,
+                "vocab_size": self.vocab_size, "suppress_ids": list(e.suppress_ids), "stop_ids": list(e.stop_ids),
+                "processor_kwargs": processor_kwargs(e.processor), "version": self.version,
+                "max_model_len": int(e.llm.llm_engine.vllm_config.model_config.max_model_len)}
+
+    def generate(self, payload: dict) -> dict:
+        reqs, fields = payload.get("requests"), payload.get("sampling")
+        if not isinstance(reqs, list) or not isinstance(fields, list) or len(reqs) != len(fields):
+            raise ValueError("expected 'requests' and 'sampling' lists of the same length")
+        prompts = [decode_request(r) for r in reqs]
+        params = [self.engine.params_from_fields(dict(f)) for f in fields]
+        with self.lock:
+            raw = self.engine.generate_raw(prompts, params)
+            return {"outputs": encode_outputs(raw), "version": self.version}
+
+    def update_from_dir(self, path: str) -> dict:
+        from safetensors.torch import load_file
+
+        file = os.path.join(path, "model.safetensors")
+        if not os.path.isfile(file):
+            raise ValueError(f"no model.safetensors in {path}")
+        with self.lock:
+            self.engine.load_pairs(load_file(file).items())
+            self.version += 1
+            return {"version": self.version}
+
+    def update_from_bytes(self, data: bytes) -> dict:
+        root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        with tempfile.TemporaryDirectory(prefix="mmrlvr-upload-", dir=root) as d:
+            with open(os.path.join(d, "model.safetensors"), "wb") as f:
+                f.write(data)
+            return self.update_from_dir(d)
+
+
+def build_app(service: RolloutService):
+    from fastapi import FastAPI, HTTPException, Request
+    from fastapi.concurrency import run_in_threadpool
+
+    app = FastAPI(title="mmrlvr rollout server")
+
+    async def guarded(fn, *a):
+        try:
+            return await run_in_threadpool(fn, *a)
+        except (ValueError, KeyError, TypeError) as exc:  # a malformed request: 400 with its one line
+            raise HTTPException(status_code=400, detail=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    @app.get("/health")
+    def health():
+        return {"server": SERVER_NAME, "status": "ok", "version": service.version}
+
+    @app.get("/info")
+    def info():
+        return service.info()
+
+    @app.post("/generate")
+    async def generate(request: Request):
+        return await guarded(service.generate, await request.json())
+
+    @app.post("/update_weights")
+    async def update_weights(request: Request):
+        body = await request.json()
+        return await guarded(service.update_from_dir, str(body.get("path", "")))
+
+    @app.post("/update_weights_upload")
+    async def update_weights_upload(request: Request):
+        return await guarded(service.update_from_bytes, await request.body())
+
+    return app
+
+
+def serve(args) -> int:
+    """Build the engine, then serve until interrupted (loopback unless --host says otherwise)."""
+    import sys
+
+    import uvicorn
+
+    engine = build_engine(args)
+    service = RolloutService(engine, args.model, args.dtype)
+    app = build_app(service)
+    print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
