@@ -23,6 +23,11 @@ def task_module(name: str):
     The one lookup of a task name: training, the CLI, the API and `mmrlvr.validate` all call it,
     so a config that validates is a config that loads. A task module whose own imports fail
     raises that ModuleNotFoundError (its missing dependency), not UnknownTask."""
+    import re
+
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+        raise UnknownTask(f"task name {str(name)[:80]!r}: expected a task name or a dotted module path "
+                          "(letters, digits, _ and .), not a file path")
     module_name = name if "." in name else f"mmrlvr.tasks.{name}"
     try:
         return importlib.import_module(module_name)
