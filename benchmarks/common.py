@@ -32,7 +32,18 @@ def warm_start_dir(work: Path, seed: int = 0, config: str = "configs/quickstart.
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process (Linux reports KiB)."""
+    """Peak resident memory of this process itself (VmHWM, Linux).
+
+    Not `ru_maxrss`: Linux carries a parent's peak into a child's `ru_maxrss` across fork and exec,
+    so a 13 MB child of a 1.5 GB parent reported 1,513 MB; VmHWM is the calling process's own
+    high-water mark. Off Linux (no /proc), `ru_maxrss` is the best there is."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -48,14 +59,16 @@ def rss_mb() -> float:
 @contextlib.contextmanager
 def rss_peak(interval: float = 0.002):
     """Within: a thread reads VmRSS every `interval` seconds. Yields a dict; on exit it holds
-    `base_mb` (at entry), `above_mb` (the peak above it) and `seconds` (wall time within)."""
-    out = {"base_mb": rss_mb()}
+    `base_mb` (at entry), `above_mb` (the peak above it) and `seconds` (wall time within); while
+    within, `samples` counts the sampler's reads (on a loaded machine the thread may wait)."""
+    out = {"base_mb": rss_mb(), "samples": 0}
     peak = [out["base_mb"]]
     done = threading.Event()
 
     def sample():
         while not done.is_set():
             peak[0] = max(peak[0], rss_mb())
+            out["samples"] += 1
             time.sleep(interval)
 
     thread = threading.Thread(target=sample, daemon=True)

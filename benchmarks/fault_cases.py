@@ -120,11 +120,13 @@ for _change in ("task.name=grounding_tiny", "train.lr=0.5", "model.path=/elsewhe
 
 @case("run dir: a second run while the first is alive")
 def _busy(tmp):
-    from mmrlvr.train.run_dir import LOCK, RunDirError, acquire_lock
+    from mmrlvr.train.run_dir import RunDirError, acquire_lock
 
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    code = ("import sys, time; from mmrlvr.train.run_dir import acquire_lock; acquire_lock(sys.argv[1]); "
+            "print('held', flush=True); time.sleep(30)")
+    other = subprocess.Popen([sys.executable, "-c", code, str(tmp)], stdout=subprocess.PIPE, text=True)
     try:
-        (tmp / LOCK).write_text(json.dumps({"pid": other.pid, "host": os.uname().nodename}))
+        other.stdout.readline()  # it holds the lock
         expect(RunDirError, acquire_lock, tmp, match=f"in use by process {other.pid}")
     finally:
         other.kill()

@@ -13,7 +13,7 @@ class _Captured(Exception):
 
 
 def cli_parser() -> argparse.ArgumentParser:
-    """The real `mmrlvr` parser: `mmrlvr.cli.main` builds it inline, so stop it at parse_args."""
+    """The real `mmrlvr` parser: `mmrlvr.cli.main` builds it inline, so stop it where it parses."""
     from unittest import mock
 
     from mmrlvr import cli
@@ -24,7 +24,8 @@ def cli_parser() -> argparse.ArgumentParser:
         box["parser"] = self
         raise _Captured
 
-    with mock.patch.object(argparse.ArgumentParser, "parse_args", capture):
+    with mock.patch.object(argparse.ArgumentParser, "parse_args", capture), \
+            mock.patch.object(argparse.ArgumentParser, "parse_known_args", capture):
         try:
             cli.main(["--help"])
         except _Captured:

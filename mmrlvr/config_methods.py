@@ -74,5 +74,5 @@ class TokenWeightingConfig:
     share_forward: bool = True
     """Take the clean log-probs and entropies the signals need from the update's own forward instead
     of a separate no-grad forward, when the update is one forward (ppo_epochs, mini_batches and
-    grad_accum all 1) and the signals are entropy / visual_dependency (not pepo's hidden states):
+    grad_accum all 1, no train.micro_batch_tokens) and the signals are entropy / visual_dependency (not pepo's hidden states):
     the same weights and update, one forward fewer (vppo, tor: the corrupted forward remains)."""

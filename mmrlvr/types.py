@@ -39,6 +39,19 @@ class Verdict:
     parts: dict = field(default_factory=dict)
 
 
+class CompletionText(str):
+    """A completion's text that also carries its token ids, for reward functions that ask for
+    them (TRL's `completion_ids`, EasyR1's `response_length`); everywhere else it is the str."""
+
+    def __new__(cls, text: str, token_ids=()):
+        obj = super().__new__(cls, text)
+        obj.token_ids = tuple(token_ids)
+        return obj
+
+    def __reduce__(self):  # crosses to verifier worker processes with its ids
+        return (CompletionText, (str(self), self.token_ids))
+
+
 @dataclass
 class Completion:
     """One sampled continuation of a sample's prompt."""
@@ -47,6 +60,9 @@ class Completion:
     text: str
     token_ids: list[int]
     truncated: bool  # hit max_new_tokens without an end-of-turn token
+    policy_mask: list | None = None  # episodes: 1 per policy token of token_ids, 0 per inserted one
+    media: dict | None = None  # episodes: inserted images' processor outputs (pixel_values, image_grid_thw)
+    episode: dict | None = None  # episodes: turns, what ended it, roles, each turn's text
 
 
 @dataclass
@@ -64,8 +80,11 @@ class RolloutBatch:
     metrics: dict  # rollout/..., reward/..., time/... of this step
     sampler_logprobs: "torch.Tensor | None" = None  # (N, T) what the sampler drew each token with, 0 on padding
     group_sizes: list | None = None  # B sizes when groups differ; None: rectangular (every group G)
+    policy_mask: "torch.Tensor | None" = None  # (N, T) episodes: 1 on the policy's own tokens, 0 on
+    # inserted tool results, prompts and images (context only); None: every sampled token is the policy's
     scored: list | None = None  # (sample id, [G rewards, NaN unscorable]) of every group scored this
     # step, trained on or not (dynamic sampling drops some): what prompt sources and statistics learn from
+    policy_version: int | None = None  # server engine: the oldest policy version that sampled this batch
 
     @property
     def sample_ids(self) -> list[str]:

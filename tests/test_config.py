@@ -39,3 +39,17 @@ def test_quickstart_config_loads():
     cfg = load_config("configs/quickstart.yaml")
     assert cfg.model.path == "tiny" and cfg.algo.algorithm == "grpo"
     assert cfg.task.eval_size >= 200
+
+
+def test_a_null_section_is_its_defaults_and_a_null_scalar_without_unset_is_one_line():
+    """`rollout:` with nothing under it parses as null: the section's defaults, not an
+    AttributeError after the model loads; `task.args=null` an empty mapping; `train.steps=null`
+    (no unset value) one line naming the key."""
+    from mmrlvr.config import ConfigError, RolloutConfig, TrainConfig, load_config
+
+    cfg = load_config("configs/quickstart.yaml", ["rollout=null", "task.args=null"])
+    assert cfg.rollout == RolloutConfig() and cfg.task.args == {}
+    assert load_config("configs/quickstart.yaml", ["train=null"]).train == TrainConfig()
+    with pytest.raises(ConfigError, match=r"train\.steps: expected int, got null"):
+        load_config("configs/quickstart.yaml", ["train.steps=null"])
+    assert load_config("configs/quickstart.yaml", ["rollout.generate_max_rows=null"]).rollout.generate_max_rows is None

@@ -21,7 +21,8 @@ LAYERS = [
     # (a leaf for notebooks: it never imports training code)
     {"tasks", "viz"},
     {"rollout"},
-    {"validate", "validate_rules"},  # checks a whole config (tasks, verifiers, algos) before training
+    {"validate", "validate_rules", "validate_bounds"},  # checks a whole config (tasks, verifiers, algos) before training
+    {"plan"},  # sizes a validated config's memory from its model's config alone (`mmrlvr plan`)
     {"train"},
     # the user-facing edge; config_docs renders `mmrlvr config --show`, task arguments included
     {"api", "cli", "config_docs"},
@@ -93,3 +94,71 @@ def test_the_walk_sees_lazy_and_relative_imports():
     tree = ast.parse("def f():\n    from mmrlvr.train.learner import Learner\nfrom . import heatmap\nfrom ..train import step\n")
     got = imported(tree, "mmrlvr.viz.attention", is_package=False)
     assert sorted(got) == [(2, "mmrlvr.train.learner"), (3, "mmrlvr.viz"), (4, "mmrlvr.train")]
+
+
+def load_time_imports(tree: ast.AST, module: str, is_package: bool, modules: set[str]) -> set[str]:
+    """mmrlvr modules this one imports while it is being imported: statements at module level or in
+    a class body (an import inside a function runs later, so it cannot close a circle); `from
+    pkg import name` counts `pkg.name` when that is a module."""
+    top = ast.Module(body=[], type_ignores=[])
+    stack = list(tree.body)
+    while stack:  # module level, and inside if/try/with/class blocks, but not functions
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            top.body.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack += [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]
+    out = set()
+    for node in top.body:
+        names = [a.name for a in node.names]
+        for _, target in imported(ast.Module(body=[node], type_ignores=[]), module, is_package):
+            out.add(target)
+            if isinstance(node, ast.ImportFrom):
+                out |= {f"{target}.{n}" for n in names if f"{target}.{n}" in modules}
+    return out & modules
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each sorted: a circle of imports."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph.get(v, ()):
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    """No module needs, while it loads, a module that needs it back: `python -c "import X"` works for
+    every X in a fresh interpreter, whichever module is imported first."""
+    files = package_files()
+    modules = {m for m, _ in files}
+    graph = {m: load_time_imports(ast.parse(p.read_text(), str(p)), m, p.name == "__init__.py", modules) - {m}
+             for m, p in files}
+    assert import_circles(graph) == []
+    # the check finds a circle of two (media <-> video, as once) and one through a `from pkg import mod`
+    assert import_circles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    tree = ast.parse("from mmrlvr.data import media\ndef f():\n    import mmrlvr.train\n")
+    assert load_time_imports(tree, "mmrlvr.data.video", False, {"mmrlvr.data.media", "mmrlvr.train"}) == {"mmrlvr.data.media"}

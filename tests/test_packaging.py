@@ -46,3 +46,36 @@ def test_math_verify_antlr_runtime_is_the_one_its_parser_supports():
                  if r.name == "antlr4-python3-runtime" and not r.marker]
     version = next(iter(runtime.specifier)).version
     assert supported and supported[0].specifier.contains(version), (runtime, supported)
+
+
+ROOT = PYPROJECT.parent
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def unpinned(requirements, constraints_text: str) -> list[str]:
+    """Names among `requirements` (core and every extra the README's commands install) that
+    `constraints.txt` does not pin to one version."""
+    pinned = {_norm(line.split("==")[0]) for line in constraints_text.splitlines()
+              if "==" in line and not line.lstrip().startswith("#")}
+    return sorted({_norm(r.name) for r in requirements if _norm(r.name) != "mmrlvr"
+                   and (r.marker is None or r.marker.evaluate())} - pinned)
+
+
+def test_every_dependency_the_commands_install_is_pinned():
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    extras = project["optional-dependencies"]
+    reqs = [Requirement(d) for d in project["dependencies"] + extras["dev"] + extras["docs"]]
+    assert unpinned(reqs, (ROOT / "constraints.txt").read_text()) == []
+    assert unpinned([Requirement("pytest>=8")], "# pytest==9.0.3\nhypothesis==6.1\n") == ["pytest"]
+
+
+def test_readme_and_ci_install_with_the_constraints():
+    readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci" / "run").read_text()
+    for text in (readme, ci):
+        for line in text.splitlines():
+            if line.startswith("pip install") and "-e " in line:
+                assert "-c constraints.txt" in line, line
+    assert 'pip install torch==2.14.1 torchvision==0.29.1 -c constraints.txt -e ".[dev]" && python -m pytest -q' in ci

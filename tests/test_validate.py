@@ -57,6 +57,9 @@ CASES = [
     ("device=tpu", "device='tpu': expected one of auto, cpu, cuda"),
     ("eval.batch_size=0", "eval.batch_size=0: expected an integer >= 1"),
     ("output_dir={plugin}", "a directory (this is a file)"),
+    ("output_dir=", "output_dir='': expected a non-empty path (the run directory)"),
+    ("output_dir='  '", "output_dir='  ': expected a non-empty path (the run directory)"),
+    ("output_dir=null", "output_dir: expected str, got null (this key has no unset value)"),
 ]
 
 
@@ -133,3 +136,22 @@ def test_config_file_problems_are_one_line(make, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith(f"mmrlvr: error: config {path}: "), err
     with pytest.raises(ConfigError):
         load_config(path)
+
+
+def test_vllm_engine_without_vllm_is_one_line_before_the_model_loads(no_model, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    args = ["configs/quickstart.yaml", f"output_dir={tmp_path / 'run'}", "rollout.engine=vllm"]
+    assert main(["train", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and err[0].startswith("mmrlvr: error: rollout.engine='vllm': expected an installed vLLM"), err
+    assert main(["eval", *args, "--checkpoint", str(tmp_path)]) == 2
+    assert "an installed vLLM" in capsys.readouterr().err
+    # with vLLM importable the same config passes validation (the check asks for the package, nothing else)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    from mmrlvr.config import load_config
+    from mmrlvr.validate import config_errors
+
+    assert config_errors(load_config("configs/quickstart.yaml", ["rollout.engine=vllm", f"output_dir={tmp_path}"])) == []

@@ -77,11 +77,14 @@ def policy_loss(
     norm_length: float | None = None,
     denominator: float | torch.Tensor | None = None,
     correction: torch.Tensor | None = None,
+    dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO clipped surrogate with asymmetric clipping (DAPO clip-higher when clip_high > clip_low).
 
     logprobs, old_logprobs, mask: (N, T); advantages: (N, T) or (N, 1).
     loss_t = max(-A r_t, -A clip(r_t, 1 - clip_low, 1 + clip_high)), then aggregated.
+    `dual_clip` c > 1 (dual-clip PPO, verl's `clip_ratio_c`): where A < 0, loss_t = min(loss_t, -A c),
+    as verl's `compute_policy_loss_vanilla` does; None or 0: off.
     `correction` (N, T), detached: rollout-correction weights multiplying loss_t (None: 1).
     """
     mask_f = mask.to(logprobs.dtype)
@@ -91,6 +94,11 @@ def policy_loss(
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     per_token = torch.maximum(unclipped, clipped)
+    lower_clipped = None
+    if dual_clip:
+        bound = -adv * dual_clip
+        lower_clipped = (adv < 0) & (per_token > bound)
+        per_token = torch.where(adv < 0, torch.minimum(per_token, bound), per_token)
     if correction is not None:
         per_token = per_token * correction.to(per_token.dtype)
     loss = aggregate(per_token, mask_f, aggregation, norm_length, denominator)
@@ -107,6 +115,8 @@ def policy_loss(
             "approx_kl": masked_mean(torch.expm1(lr.clamp(-20, 20)) - lr, mask_f),
             "ratio_mean": masked_mean(r, mask_f),
         }
+        if lower_clipped is not None:
+            stats["clip_frac_dual"] = masked_mean(lower_clipped.to(mask_f.dtype), mask_f)
     return loss, stats
 
 
@@ -139,10 +149,22 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, kind: str = "
     raise ValueError(f"unknown KL kind {kind!r}; known: {', '.join(KL_KINDS)}")
 
 
-ROLLOUT_CORRECTIONS = ("none", "token_tis", "token_mis", "seq_tis", "seq_mis")
+ROLLOUT_CORRECTIONS = ("none", "token_tis", "token_mis", "seq_tis", "seq_mis", "token_rs", "seq_rs")
 """How the policy loss corrects for the sampler not being the learner (vLLM's bf16 kernels,
-another attention, other reductions): truncated (tis) or masked (mis) importance weights
-pi_old / pi_sampler per token or per sequence, as TRL, verl (`rollout_is`) and NeMo RL do."""
+another attention, other reductions): importance weights r = pi_old / pi_sampler per token or per
+sequence, truncated at the cap (tis), kept within it and 0 beyond (mis: TRL's token_mask and
+sequence_mask, verl's Token-MIS/Seq-MIS), or only the 0/1 filter without the ratio (rs: verl's
+rejection sampling, `rollout_rs`)."""
+
+
+def sampler_log_ratio(old_logprobs: torch.Tensor, sampler_logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(N, T) log(pi_old / pi_sampler) on valid tokens, exactly 0 elsewhere.
+
+    Selected with `where`, not multiplied by the mask: a non-finite sampler log-prob on padding
+    would otherwise survive as NaN x 0 = NaN. A non-finite difference on a valid token (a sampler
+    that returned no score for it) also reads 0, i.e. ratio 1, no correction, as TRL does."""
+    d = old_logprobs.float() - sampler_logprobs.float()
+    return torch.where(mask.bool() & torch.isfinite(d), d, torch.zeros_like(d))
 
 
 @torch.no_grad()
@@ -153,14 +175,15 @@ def rollout_correction_weights(
 
     old_logprobs: the learner's log-probs of the sampled tokens before the update (pi_old);
     sampler_logprobs: what the sampler drew them with; mask: (N, T) 1 on valid tokens.
-      token_tis: min(exp(old - sampler), cap) per token;  token_mis: 1 where exp(old - sampler) <= cap, else 0;
-      seq_tis:   min(exp(sum_t (old - sampler)), cap) on every valid token of the sequence;
-      seq_mis:   1 or 0 by the same sequence ratio;      none: the mask.
+    r_t = exp(old_t - sampler_t) per token; for seq_* modes r = exp(sum_t (old_t - sampler_t)) on
+    every valid token of the sequence:
+      *_tis: min(r, cap);   *_mis: r where r <= cap, else 0 (TRL's masked_fill(r > cap, 0));
+      *_rs:  1 where r <= cap, else 0 (the filter alone);   none: the mask.
     """
     m = mask.to(old_logprobs.dtype)
     if mode == "none":
         return m.clone()
-    log_r = (old_logprobs - sampler_logprobs) * m  # padding contributes log 1
+    log_r = sampler_log_ratio(old_logprobs, sampler_logprobs, mask).to(m.dtype)  # padding contributes log 1
     if mode.startswith("seq_"):
         log_r = log_r.sum(dim=1, keepdim=True).expand_as(m)
     elif not mode.startswith("token_"):
@@ -169,6 +192,8 @@ def rollout_correction_weights(
     if mode.endswith("_tis"):
         return ratio.clamp(max=cap) * m
     if mode.endswith("_mis"):
+        return torch.where(ratio <= cap, ratio, torch.zeros_like(ratio)) * m
+    if mode.endswith("_rs"):
         return (ratio <= cap).to(m.dtype) * m
     raise ValueError(f"unknown rollout correction {mode!r}; known: {', '.join(ROLLOUT_CORRECTIONS)}")
 
@@ -183,7 +208,7 @@ def rollout_correction_stats(
     the mean weight, the fraction of tokens whose ratio exceeded the cap, and both mean negative
     log-likelihoods (exp of them are the perplexities)."""
     m = mask.to(old_logprobs.dtype)
-    d = (old_logprobs - sampler_logprobs) * m
+    d = sampler_log_ratio(old_logprobs, sampler_logprobs, mask).to(m.dtype)
     log_r = d.sum(dim=1, keepdim=True).expand_as(m) if mode.startswith("seq_") else d
     return {
         "kl_k1": masked_mean(-d, m),
@@ -191,5 +216,6 @@ def rollout_correction_stats(
         "weight_mean": masked_mean(weights, m),
         "capped_frac": masked_mean((log_r > math.log(cap)).to(m.dtype), m),
         "nll_learner": masked_mean(-old_logprobs, m),
-        "nll_sampler": masked_mean(-sampler_logprobs, m),
+        "nll_sampler": masked_mean(-torch.where(mask.bool() & torch.isfinite(sampler_logprobs), sampler_logprobs,
+                                                torch.zeros_like(sampler_logprobs)).to(m.dtype), m),
     }

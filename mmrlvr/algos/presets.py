@@ -8,7 +8,7 @@ from mmrlvr.algos.losses import KL_KINDS, LOSS_KL_KINDS, ROLLOUT_CORRECTIONS
 from mmrlvr.config import AlgoConfig
 
 _BASE = dict(
-    advantage="grpo", clip_low=0.2, clip_high=0.2, importance_level="token", aggregation="token-mean",
+    advantage="grpo", clip_low=0.2, clip_high=0.2, dual_clip=3.0, importance_level="token", aggregation="token-mean",
     norm_length=None, kl_coef=0.0, kl_kind="k3", entropy_coef=0.0, dynamic_sampling=False, max_rounds=1,
     overlong_buffer=0, overlong_factor=1.0, mask_truncated=False, ppo_epochs=1, mini_batches=1, grad_accum=1,
 )
@@ -36,7 +36,8 @@ PRESETS: dict[str, dict] = {
 
 def resolve_algo(cfg: AlgoConfig, max_new_tokens: int, engine: str = "hf") -> AlgoConfig:
     """Fill unset fields from the preset; fields the user set always win. The rollout correction
-    defaults by `engine`: token_tis for vllm (its kernels are not the learner's), none for hf."""
+    defaults by `engine`: token_tis for vllm and vllm_server (their kernels are not the learner's, and
+    with rollout.async_steps=1 the sampler's weights lag one update), none for hf."""
     if cfg.algorithm not in PRESETS:
         raise KeyError(f"unknown algorithm {cfg.algorithm!r}; known: {', '.join(sorted(PRESETS))}")
     defaults = {**_BASE, **PRESETS[cfg.algorithm]}
@@ -49,7 +50,7 @@ def resolve_algo(cfg: AlgoConfig, max_new_tokens: int, engine: str = "hf") -> Al
     if values["norm_length"] is None and values["aggregation"] == "seq-mean-token-sum-norm":
         values["norm_length"] = max_new_tokens
     if values["rollout_correction"] is None:
-        values["rollout_correction"] = "token_tis" if engine == "vllm" else "none"
+        values["rollout_correction"] = "token_tis" if engine in ("vllm", "vllm_server") else "none"
     _check_kl(values["kl_kind"], values["kl_coef"])
     _check_correction(values["rollout_correction"], values["rollout_correction_cap"])
     return AlgoConfig(**values)

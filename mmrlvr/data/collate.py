@@ -183,8 +183,22 @@ def join_prompt_completion(
     kw["attention_mask"] = torch.cat([kw["attention_mask"], completion_mask.to(kw["attention_mask"].dtype)], dim=1)
     for key in ("mm_token_type_ids", "token_type_ids"):  # per-token media markers: completions are text
         if key in kw:
-            kw[key] = torch.cat([kw[key], torch.zeros_like(completion_ids, dtype=kw[key].dtype)], dim=1)
+            kw[key] = torch.cat([kw[key], completion_token_types(kw, key, completion_ids)], dim=1)
     return kw
+
+
+def completion_token_types(kw: dict, key: str, completion_ids: torch.Tensor) -> torch.Tensor:
+    """(N, T) media markers of completion tokens: 0 (text), except the media placeholders an
+    episode inserted (a tool's image), which take the type the prompt gives the same token id.
+    Sampled tokens are never media ids (they are suppressed), so one-turn rows are all 0."""
+    types = torch.zeros_like(completion_ids, dtype=kw[key].dtype)
+    prompt_types = kw[key][:, : kw[key].shape[1]]
+    marked = prompt_types != 0
+    if marked.any():
+        prompt_ids = kw["input_ids"][:, : prompt_types.shape[1]]
+        for tid, typ in set(zip(prompt_ids[marked].tolist(), prompt_types[marked].tolist())):
+            types = types.masked_fill(completion_ids == tid, typ)
+    return types
 
 
 def pad_right(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

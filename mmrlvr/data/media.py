@@ -16,16 +16,20 @@ from typing import Any
 
 from PIL import Image
 
+from mmrlvr.data.media_error import MediaError
+# video decoding lives in mmrlvr/data/video.py; its public names are re-exported so that
+# `mmrlvr.data.media` stays the one module callers import
+from mmrlvr.data.video import (
+    DEFAULT_FPS, FRAME_FACTOR, VIDEO_BACKENDS, ShuffledVideo, VideoRef, decode_video, fit_pixels,
+    fit_total_pixels, load_video, processor_metadata, resize_frames, sample_indices, shuffle_order,
+)
+
 MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS or 89_478_485
 """Larger images are refused before decoding (Pillow only warns between this and twice it, and
 one 170 MP image takes 1.4 GB decoded)."""
 MAX_ASPECT_RATIO = 200.0
 """The Qwen-VL image processors raise on a longer side over 200x the shorter ("absolute aspect
 ratio must be smaller than 200"); such an image is bad media, refused here before its batch."""
-
-
-class MediaError(ValueError):
-    """An image or video that cannot be decoded; the message names the file and the failure."""
 
 
 @dataclass(frozen=True)
@@ -160,11 +164,3 @@ def to_8bit(img: Image.Image) -> Image.Image:
         if img.mode != "I" or a.max(initial=0) > 255:
             a = a / 257.0
     return Image.fromarray(np.clip(np.rint(a), 0, 255).astype(np.uint8), "L")
-
-
-# Video decoding lives in mmrlvr/data/video.py (it needs MediaError, defined above); its public
-# names are re-exported so that `mmrlvr.data.media` stays the one module callers import.
-from mmrlvr.data.video import (  # noqa: E402
-    DEFAULT_FPS, FRAME_FACTOR, VIDEO_BACKENDS, ShuffledVideo, VideoRef, decode_video, fit_pixels,
-    fit_total_pixels, load_video, processor_metadata, resize_frames, sample_indices, shuffle_order,
-)

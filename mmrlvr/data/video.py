@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mmrlvr.data.frame_times import IMAGE_FORMATS, _duration, _probe, is_variable_rate, sample_indices_by_time
-from mmrlvr.data.media import MediaError
+from mmrlvr.data.media_error import MediaError
 
 VIDEO_BACKENDS: tuple[str, ...] = ("decord", "pyav", "opencv")
 """Tried in this order; a backend that fails to open or decode a file hands it to the next."""

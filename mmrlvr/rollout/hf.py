@@ -1,4 +1,16 @@
-"""Rollouts with transformers `generate`: every prompt's forward once (`prefill.py`), G samples each."""
+"""Rollouts with transformers `generate`: every prompt's forward once (`prefill.py`), G samples each.
+
+`rollout.generate_max_rows` bounds the rows (whole groups) of one `generate` call, and so its KV
+cache: a step's prompts are generated in successive calls. The prompts are encoded once for the
+whole rollout and each call takes its rows at the rollout's padded width, so every row is fed
+the same inputs whatever the split. The draws: with `rollout.sampler=inverse_cdf` a row's uniform
+numbers come from one per-rollout stream indexed by the row (`sampler.InverseCdfSampler`), so a
+seed gives the same completions for any `generate_max_rows` (up to the float rounding of a
+different batch shape in the model's kernels; equal on the CPU tests). With `multinomial`,
+transformers draws for the call's rows together from the global generator, seeded once before
+the first call: other splits sample other (equally distributed) tokens. Greedy decoding draws
+nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +20,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 
-from mmrlvr.data.collate import encode_prompts, model_kwargs, repeat_prompts
+from mmrlvr.data.collate import encode_prompts, model_kwargs, pad_right, repeat_prompts, select_rows
 from mmrlvr.models.wrapping import base_model, params_sharded
 from mmrlvr.models.adapters import QWEN_MEDIA_TOKENS, adapter_for, model_adapter
 from mmrlvr.rollout.prefill import prefill_once, why_not_shared
@@ -147,6 +160,8 @@ class RolloutOutput:
     completion_ids: torch.Tensor  # (N, T) right padded
     completion_mask: torch.Tensor  # (N, T)
     sampler_logprobs: torch.Tensor | None = None  # (N, T) log-probs the sampler drew with
+    policy_version: int | None = None  # server engine: weight updates the server had loaded when it sampled
+    gen_seconds: float | None = None  # generated ahead (rollout.async_steps): the generation's own seconds
 
 
 class SampledLogprobs:
@@ -180,6 +195,13 @@ class SampledLogprobs:
             self._take(new[:, len(self.steps)])
         lp = torch.stack(self.steps, dim=1) if self.steps else torch.zeros(new.shape[0], 0)
         return lp[:, : new.shape[1]] * mask
+
+
+def generate_calls(prompts: int, group_size: int, max_rows: int | None) -> list[range]:
+    """The prompts of each `generate` call: at most `max_rows` rows of whole groups (one group
+    when a group alone is larger), all in one call without a bound."""
+    per = prompts if max_rows is None else max(1, max_rows // max(1, group_size))
+    return [range(s, min(prompts, s + per)) for s in range(0, prompts, max(1, per))]
 
 
 class HFRolloutEngine:
@@ -220,9 +242,41 @@ class HFRolloutEngine:
     ) -> RolloutOutput:
         """Sample G completions per prompt. The sampled tokens' log-probs always come back
         (`return_logprobs` is kept for the engines' shared signature; the HF engine ignores it)."""
-        device = next(self.model.parameters()).device
         prompt_inputs = encode_prompts(self.processor, samples)
         self._check_sampling(sampling, greedy)
+        calls = generate_calls(len(samples), group_size, getattr(sampling, "generate_max_rows", None))
+        was_training = self.model.training
+        self.model.eval()
+        torch.manual_seed(seed)  # multinomial draws: the global stream, once for the whole rollout
+        try:
+            parts = [self._generate(prompt_inputs if len(calls) == 1 else select_rows(prompt_inputs, list(prompts)),
+                                    group_size, sampling, seed, greedy, max_new_tokens,
+                                    slice(prompts.start * group_size, prompts.stop * group_size), len(samples) * group_size)
+                     for prompts in calls]
+        finally:
+            if was_training:
+                self.model.train()
+        token_lists = [toks for part in parts for toks in part[0]]
+        finished = [done for part in parts for done in part[1]]
+        # (N, T): T the most steps a call ran (as one call's `generate` output is wide), right padded
+        t = max(lp.shape[1] for _, _, lp in parts)
+        ids, mask = pad_right(token_lists, self.pad_id)
+        ids = F.pad(ids, (0, t - ids.shape[1]), value=self.pad_id)
+        mask = F.pad(mask, (0, t - mask.shape[1]))
+        sampler_lp = torch.cat([F.pad(lp, (0, t - lp.shape[1])) for _, _, lp in parts])
+        texts = self.processor.tokenizer.batch_decode(token_lists, skip_special_tokens=True)
+        completions = [
+            Completion(i // group_size, text, toks, truncated=not done)
+            for i, (text, toks, done) in enumerate(zip(texts, token_lists, finished))
+        ]
+        return RolloutOutput(completions, prompt_inputs, ids, mask, sampler_lp)
+
+    def _generate(self, prompt_inputs: dict, group_size: int, sampling, seed: int, greedy: bool,
+                  max_new_tokens: int | None, rows: slice, total: int) -> tuple[list, list, torch.Tensor]:
+        """One `generate` call for some prompts (B', L) at the rollout's width: rows `rows` of the
+        rollout's `total`. Returns each row's tokens up to its stop token, whether it stopped, and
+        the (B' x G, T') sampler log-probs."""
+        device = next(self.model.parameters()).device
         gen_config = sampling_config(
             sampling, group_size=group_size, max_new_tokens=max_new_tokens or sampling.max_new_tokens,
             stop_ids=self.stop_ids, pad_id=self.pad_id, suppress_ids=self.suppress_ids, greedy=greedy,
@@ -230,10 +284,8 @@ class HFRolloutEngine:
         from transformers import LogitsProcessorList
 
         recorder = SampledLogprobs(1.0 if greedy else sampling.temperature)
-        draw = [] if greedy or sampling.sampler != "inverse_cdf" else sampling_processors(sampling)
+        draw = [] if greedy or sampling.sampler != "inverse_cdf" else sampling_processors(sampling, rows, total, seed)
         inputs = model_kwargs(prompt_inputs, device)
-        was_training = self.model.training
-        self.model.eval()
         shared = sampling.shared_prefill and why_not_shared(self.model, inputs, group_size > 1, self.suppress_ids) is None
         if shared:  # each prompt's forward once; generate continues B*G rows from the repeated cache
             inputs = prefill_once(self.model, inputs, group_size)
@@ -241,23 +293,41 @@ class HFRolloutEngine:
         elif not gen_config.do_sample and group_size > 1:  # the greedy loop takes no num_return_sequences: G rows here
             inputs = model_kwargs(repeat_prompts(prompt_inputs, group_size), device)
             gen_config.num_return_sequences = 1
-        torch.manual_seed(seed)  # after the prefill: the draws are generate's alone either way
         with _only(self.model, gen_config):
             out = self.model.generate(**inputs, generation_config=gen_config,
                                       logits_processor=LogitsProcessorList([recorder, *draw]),
                                       synced_gpus=synced_generation(self.model))
-        if was_training:
-            self.model.train()
         new = out[:, prompt_inputs["input_ids"].shape[1]:].cpu()
         ids, mask, lengths, finished = trim_at_stop(new, self.stop_ids, self.pad_id)
-        sampler_lp = recorder.result(new, mask)
         token_lists = [row[:n].tolist() for row, n in zip(new, lengths.tolist())]
-        texts = self.processor.tokenizer.batch_decode(token_lists, skip_special_tokens=True)
-        completions = [
-            Completion(i // group_size, text, toks, truncated=not done)
-            for i, (text, toks, done) in enumerate(zip(texts, token_lists, finished.tolist()))
-        ]
-        return RolloutOutput(completions, prompt_inputs, ids, mask, sampler_lp)
+        return token_lists, finished.tolist(), recorder.result(new, mask)
+
+    @torch.no_grad()
+    def continue_rows(self, inputs: dict, sampling, seed: int, max_new_tokens: int, greedy: bool = False) -> list[tuple]:
+        """One more policy turn of each row of `inputs` (left padded model inputs of whole episode
+        contexts, media included): per row (token ids, sampler log-probs, stopped, text)."""
+        from transformers import LogitsProcessorList
+
+        device = next(self.model.parameters()).device
+        gen_config = sampling_config(sampling, group_size=1, max_new_tokens=max_new_tokens, stop_ids=self.stop_ids,
+                                     pad_id=self.pad_id, suppress_ids=self.suppress_ids, greedy=greedy)
+        recorder = SampledLogprobs(1.0 if greedy else sampling.temperature)
+        draw = [] if greedy or sampling.sampler != "inverse_cdf" else sampling_processors(sampling)
+        was_training = self.model.training
+        self.model.eval()
+        torch.manual_seed(seed)
+        with _only(self.model, gen_config):
+            out = self.model.generate(**model_kwargs(inputs, device), generation_config=gen_config,
+                                      logits_processor=LogitsProcessorList([recorder, *draw]),
+                                      synced_gpus=synced_generation(self.model))
+        if was_training:
+            self.model.train()
+        new = out[:, inputs["input_ids"].shape[1]:].cpu()
+        ids, mask, lengths, finished = trim_at_stop(new, self.stop_ids, self.pad_id)
+        lp = recorder.result(new, mask)
+        toks = [row[:n].tolist() for row, n in zip(new, lengths.tolist())]
+        texts = self.processor.tokenizer.batch_decode(toks, skip_special_tokens=True)
+        return [(t, lp[i, : len(t)].tolist(), bool(finished[i]), texts[i]) for i, t in enumerate(toks)]
 
 
 def trim_at_stop(new: torch.Tensor, stop_ids: list[int], pad_id: int):

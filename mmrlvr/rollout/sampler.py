@@ -14,6 +14,11 @@ sum of those and the token on the chosen block's float64 cumulative sum, so no f
 over the vocabulary rounds small probabilities away. A zero-probability entry
 (suppressed ids, top-k/top-p cuts) is never drawn: the draw u lies in (0, total] and an entry is
 taken where the running sum first reaches u.
+
+Rows in several `generate` calls (`rollout.generate_max_rows`): each step draws the uniforms of
+every row of the rollout from one generator seeded per rollout and each call takes its own rows'
+(`InverseCdfSampler(rows, total, seed)`), so a row's draws do not depend on which call it is in:
+with one call this is the stream a global `torch.manual_seed(seed)` gives, bit for bit.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ import torch
 BLOCK = 1024
 
 
-def draw_inverse_cdf(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """(N, V) non-negative weights (rows need not sum to 1) -> (N,) long ids, one draw per row."""
+def draw_inverse_cdf(probs: torch.Tensor, generator: torch.Generator | None = None,
+                     uniform: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, V) non-negative weights (rows need not sum to 1) -> (N,) long ids, one draw per row.
+
+    uniform: (N, 1) float64 draws in [0, 1) to use, else drawn here from `generator`."""
     n, v = probs.shape
     probs = probs.contiguous()
     blk = min(BLOCK, v)
@@ -34,7 +42,9 @@ def draw_inverse_cdf(probs: torch.Tensor, generator: torch.Generator | None = No
         mass = torch.cat([mass, probs[:, full * blk:].sum(-1, keepdim=True)], dim=1)
     mass = mass.double()
     cum = mass.cumsum(-1)  # (N, nb)
-    u = (1.0 - torch.rand(n, 1, dtype=torch.float64, device=probs.device, generator=generator)) * cum[:, -1:]
+    if uniform is None:
+        uniform = torch.rand(n, 1, dtype=torch.float64, device=probs.device, generator=generator)
+    u = (1.0 - uniform.to(probs.device, torch.float64)) * cum[:, -1:]
     b = torch.searchsorted(cum, u).clamp_(max=mass.shape[1] - 1)  # (N, 1): first block whose running sum reaches u
     prev = torch.where(b > 0, cum.gather(1, (b - 1).clamp(min=0)), torch.zeros_like(u))
     rest = u - prev  # > 0 (u > prev as doubles): how far into block b
@@ -49,16 +59,34 @@ def draw_inverse_cdf(probs: torch.Tensor, generator: torch.Generator | None = No
 class InverseCdfSampler:
     """The last logits processor of a rollout: draws each row's token from softmax(scores) and
     returns the scores with that token at +inf, so `generate`'s greedy argmax takes it. The
-    processors before it (suppression, temperature, top-k, top-p) are generate's own."""
+    processors before it (suppression, temperature, top-k, top-p) are generate's own.
+
+    seed (with rows, total): this call generates rows `rows` of a rollout of `total` rows; each
+    step draws `total` uniforms from a generator seeded with `seed` on the scores' device and
+    uses this call's slice. None: the global generator, `n` uniforms a step."""
+
+    def __init__(self, rows: slice | None = None, total: int | None = None, seed: int | None = None):
+        self.rows, self.total, self.seed = rows, total, seed
+        self._gen: torch.Generator | None = None
+
+    def _uniform(self, n: int, device) -> torch.Tensor | None:
+        if self.seed is None:
+            return None
+        if self._gen is None:
+            self._gen = torch.Generator(device=device).manual_seed(int(self.seed))
+        total = self.total if self.total is not None else n
+        u = torch.rand(total, 1, dtype=torch.float64, device=device, generator=self._gen)
+        return u[self.rows] if self.rows is not None else u
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        tokens = draw_inverse_cdf(torch.softmax(scores.float(), dim=-1))
+        tokens = draw_inverse_cdf(torch.softmax(scores.float(), dim=-1), uniform=self._uniform(scores.shape[0], scores.device))
         return scores.scatter_(1, tokens.unsqueeze(1), float("inf"))
 
 
-def sampling_processors(sampling) -> list:
+def sampling_processors(sampling, rows: slice | None = None, total: int | None = None, seed: int | None = None) -> list:
     """The processors that make `generate(do_sample=False)` sample as `do_sample=True` would:
-    transformers' temperature, top-k and top-p warpers, in its order, then the draw."""
+    transformers' temperature, top-k and top-p warpers, in its order, then the draw (rows,
+    total, seed: `InverseCdfSampler`'s, for rollouts split over several calls)."""
     from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
     out = []
@@ -68,4 +96,4 @@ def sampling_processors(sampling) -> list:
         out.append(TopKLogitsWarper(sampling.top_k))
     if sampling.top_p < 1.0:
         out.append(TopPLogitsWarper(sampling.top_p))
-    return [*out, InverseCdfSampler()]
+    return [*out, InverseCdfSampler(rows, total, seed)]

@@ -19,7 +19,6 @@ from mmrlvr.train.setup import set_threads_and_seed, task_args
 from mmrlvr.validate import check_sample_verifiers, validate_config
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
-from mmrlvr.verifiers.score import make_scorer
 
 
 def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1) -> dict:

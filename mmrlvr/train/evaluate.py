@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Sequence
 
 from mmrlvr.data.prompts import example_fields
+from mmrlvr.rollout.episodes import run_episodes
 from mmrlvr.train.rewards import run_terms
 from mmrlvr.types import Sample
 
@@ -56,6 +57,26 @@ def _score(completions: list[str], samples: list[Sample], terms, scorer) -> tupl
     return scores, parts
 
 
+SAID = {"accuracy": "accuracy", "mean_iou": "mean IoU", "mean_tiou": "mean tIoU", "box_f1": "box F1",
+        "order_score": "order score", "reward": "mean reward"}
+
+
+def headline_name(terms, samples) -> str:
+    """What `accuracy` in a report measures: the first term's declared headline (accuracy only
+    for pass/fail verifiers, mean_iou, mean_tiou, ...), else "reward" (the weight-normalised sum)."""
+    specs = [spec for spec, _ in terms] or [s.verifier for s in samples[:1]]
+    for spec in specs:
+        head = headline_of(spec)
+        if head is not None:
+            return head
+    return "reward"
+
+
+def said(headline: str) -> str:
+    """A headline as printed: "mean IoU", "accuracy", "mean reward"."""
+    return SAID.get(headline, headline.replace("_", " "))
+
+
 def _headline_score(row_scores: dict, row_terms) -> float:
     """The first pass/fail-or-named term's score, else the weight-normalised reward."""
     for spec, _ in row_terms:
@@ -90,7 +111,7 @@ def _rollout_rows(engine, chunk: list[Sample], rows: list[int], k: int, sampling
                   max_new_tokens, skipped: list) -> tuple[list[Sample], list[str], int]:
     """Generate for a chunk; if its media cannot be encoded, retry row by row and skip the bad ones."""
     try:
-        out = engine.rollout(chunk, k, sampling, seed=seed, greedy=greedy, max_new_tokens=max_new_tokens)
+        out = run_episodes(engine, chunk, k, sampling, seed, greedy=greedy, max_new_tokens=max_new_tokens)
         return chunk, [c.text for c in out.completions], int(out.completion_mask.sum())
     except BAD_MEDIA:
         if len(chunk) == 1:
@@ -115,7 +136,8 @@ def evaluate(engine, samples: Sequence[Sample], scorer, sampling, batch_size: in
 
     Returns {"n", "accuracy", "metrics": {reward, <headline>, <term>, <term>/<part>},
     "skipped": [{"row", "reason"}], "mean_length", "examples", "mean@k", "pass@k"}; `accuracy` is
-    the mean headline score of the greedy answers (pass/fail accuracy, mean IoU, ...).
+    the mean headline score of the greedy answers, and `headline` says what it is (`accuracy` for
+    pass/fail verifiers, `mean_iou`, `mean_tiou`, ..., `reward` for a weighted sum of scores).
     """
     terms = list(terms)
     skipped = [dict(x) for x in getattr(samples, "skipped", [])]  # rows the loader could not use
@@ -130,7 +152,8 @@ def evaluate(engine, samples: Sequence[Sample], scorer, sampling, batch_size: in
     scores, parts = _score(texts, kept, terms, scorer)
     metrics = summarize(kept, scores, parts, terms) if kept else {}
     result = {
-        "n": len(kept), "accuracy": metrics.pop("score", 0.0), "metrics": metrics, "skipped": skipped,
+        "n": len(kept), "accuracy": metrics.pop("score", 0.0), "headline": headline_name(terms, list(samples)),
+        "metrics": metrics, "skipped": skipped,
         "mean_length": length / max(len(kept), 1),
         "examples": [{"id": s.id, **example_fields(s), "completion": c, "scores": sc} for s, c, sc in list(zip(kept, texts, scores))[:4]],
     }

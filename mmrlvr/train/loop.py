@@ -14,17 +14,20 @@ import torch
 
 from mmrlvr.algos.advantages import EstimatorContext, pad_groups
 from mmrlvr.algos.presets import resolve_config
-from mmrlvr.config import Config, save_config
+from mmrlvr.config import Config, ConfigError, save_config
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.prompts import prompt_text
 from mmrlvr.data.demos import DemoSource, DemoStrategy
 from mmrlvr.data.sources import prompt_source
 from mmrlvr.rollout.factory import make_engine
-from mmrlvr.train.checkpoint import clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state, save_checkpoint
-from mmrlvr.train.distributed import (barrier, freeze_unreachable, gather_lists, rank_world, reduce_metrics,
-                                      remember_dummy_media)
-from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate
+from mmrlvr.rollout.lagged import LaggedEngine, Lookahead
+from mmrlvr.train.checkpoint import (clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state,
+                                     save_checkpoint, write_final_model)
+from mmrlvr.train.distributed import (all_reduce, barrier, freeze_unreachable, gather_lists, rank_world,
+                                      reduce_metrics, remember_dummy_media, shard)
+from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate, said
 from mmrlvr.train.metrics import MetricsWriter
+from mmrlvr.train.precision import MasterWeights, compute_dtype, engine_masters, training_problem
 from mmrlvr.train.progress import Progress
 from mmrlvr.train.run_dir import claim_run_dir, release_lock
 from mmrlvr.train.schedule import make_scheduler
@@ -35,9 +38,10 @@ from mmrlvr.train.setup import (
 from mmrlvr.train.signals import black_fill
 from mmrlvr.train.learner import Learner
 from mmrlvr.train.run_state import RunState
-from mmrlvr.train.step import advantages_for, collect
+from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens, write_token_roles
 from mmrlvr.validate import check_sample_verifiers, validate_config
+from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
 
@@ -45,6 +49,9 @@ from mmrlvr.tasks import load_task
 def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
     validate_config(cfg)  # every bad setting named before anything heavy runs
+    why = training_problem(cfg.model.dtype)  # (evaluation takes any dtype)
+    if why:
+        raise ConfigError(why)
     cfg = resolve_config(cfg)  # the one config read from here on: presets filled in
     run_dir = Path(cfg.output_dir)
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
@@ -67,6 +74,10 @@ def train(cfg: Config) -> dict:
     check_sample_verifiers([*train_set, *eval_set], plugins)
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
+    # a bf16 model computes in bf16 from here on; one process / DDP: its float32 masters are
+    # held here (on the device), FSDP2 / DeepSpeed hold their own (accelerate's mixed precision)
+    masters = None if engine_masters(accelerator) else MasterWeights(model.to(accelerator.device),
+                                                                    compute_dtype(cfg.model.dtype))
     if not sharded_launch(accelerator):  # before the optimizer and DDP see them (freeze_unreachable)
         frozen = freeze_unreachable(model.to(accelerator.device), processor)
         if frozen:
@@ -74,7 +85,7 @@ def train(cfg: Config) -> dict:
                           f"their gradients): {', '.join(frozen[:4])}{' ...' if len(frozen) > 4 else ''}")
     if rank_world()[1] > 1:  # a rank whose micro-batch has no media runs its vision tower on a blank image
         remember_dummy_media(model, processor)
-    learner, engine = _learner_and_engine(cfg, accelerator, model, processor, ckpt is not None, run_dir)
+    learner, engine = _learner_and_engine(cfg, accelerator, model, processor, ckpt is not None, run_dir, masters)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
 
@@ -90,11 +101,13 @@ def train(cfg: Config) -> dict:
         before = run_eval()
         state.eval_before = {k: v for k, v in before.items() if k != "examples"}
         log.log(0, eval_metrics(cfg.task.name, before))
-        progress.note(f"held-out accuracy before RL: {state.eval_before['accuracy']:.3f}")
+        progress.note(f"held-out {said(before.get('headline', 'accuracy'))} before RL: {state.eval_before['accuracy']:.3f}")
     # batches arrive decoded (a background thread decodes the next one); bad media are dropped
     source = MediaStream(_train_source(cfg, train_set), cfg.task.max_bad_media_frac, processor=processor)
     if state.source:
         source.load_state_dict(state.source)
+    if cfg.rollout.async_steps:  # step t+1's prompts are drawn during step t (mmrlvr.rollout.lagged)
+        source = Lookahead(source)
     learner.model.train()  # the engine switches to eval for sampling and back
     fill = black_fill(processor)  # what a blacked-out patch looks like after normalisation
 
@@ -110,10 +123,14 @@ def train(cfg: Config) -> dict:
         if (cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps:
             save_checkpoint(run_dir, step, learner.policy, processor, learner.optimizer, state.to_dict(),
                             scheduler=learner.scheduler, accelerator=accelerator,
-                            wrapped=learner.model)  # every rank: a collective
+                            wrapped=learner.model, masters=learner.masters)  # every rank: a collective
 
     source.close()
+    if is_main:  # the final policy in model.dtype for serving; checkpoints/ keeps the float32 masters
+        write_final_model(latest_checkpoint(run_dir), run_dir / "model", cfg.model)
     eval_after = run_eval()
+    if isinstance(engine, LaggedEngine):
+        engine.close()
     log.log(cfg.train.steps, eval_metrics(cfg.task.name, eval_after))
     barrier()  # rank 0 has written every metrics line before anyone reads them back
     summary = _summary(cfg, state, eval_after, run_dir, time.perf_counter() - t_start)
@@ -151,21 +168,36 @@ def _open_run_dir(cfg: Config, run_dir: Path, is_main: bool):
     return latest_checkpoint(run_dir) if cfg.train.resume else None
 
 
-def _learner_and_engine(cfg: Config, accelerator, model, processor, resumed: bool, run_dir: Path):
-    """The learner (policy, reference, optimizer, schedule) and the engine sampling from it."""
+def _learner_and_engine(cfg: Config, accelerator, model, processor, resumed: bool, run_dir: Path,
+                        masters: MasterWeights | None = None):
+    """The learner (policy, reference, optimizer, schedule) and the engine sampling from it.
+    `masters`: the float32 master weights AdamW steps (one process / DDP with a bf16 model)."""
     model.to(accelerator.device)
     # the KL reference is the policy RL started from, also after a resume (None with LoRA: the
     # base model with the adapter switched off)
     ref_model = reference_policy(cfg, cfg.algo, model, resumed, run_dir)
     if ref_model is not None:
         ref_model.to(accelerator.device)
-    params = [p for p in model.parameters() if p.requires_grad]
+    if masters is not None and len(masters):
+        params = masters.params()  # float32, with float32 moments; the model's bf16 copies are rounded from them
+    else:
+        params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
     model, optimizer = accelerator.prepare(model, optimizer)
     scheduler = make_scheduler(optimizer, cfg.train)  # stepped once per RL step, like verl
     engine = make_engine(cfg, accelerator.unwrap_model(model), processor)
-    learner = Learner(cfg, model, optimizer, accelerator, engine.suppress_ids, scheduler=scheduler, ref_model=ref_model)
+    if cfg.rollout.async_steps:
+        engine = LaggedEngine(engine)
+    learner = Learner(cfg, model, optimizer, accelerator, engine.suppress_ids, scheduler=scheduler, ref_model=ref_model,
+                      masters=masters if masters is not None and len(masters) else None)
     return learner, engine
+
+
+def stop_scoring_if_broken(scorer, stop_share: float | None) -> None:
+    """Raise `BrokenRewardError` (on every rank, if any rank's reward broke) with the one line."""
+    why = scorer.failures.end_step(stop_share)
+    if float(all_reduce([1.0 if why else 0.0], "max")[0]) > 0:
+        raise BrokenRewardError(why or "a reward term failed on another rank (its error is in that rank's output)")
 
 
 def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, state: RunState, *, fill,
@@ -173,7 +205,8 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     """One RL step: collect, advantages, token weights, update, weight sync; returns its metrics."""
     t0 = time.perf_counter()
     # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
-    batch = collect(engine, source, scorer, cfg, seed=cfg.seed * 100_003 + step, step=step)
+    batch = collect(engine, source, scorer, cfg, seed=cfg.seed * 100_003 + step, step=step)  # `_generate_ahead`'s seed
+    stop_scoring_if_broken(scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros
     log_step = step % cfg.train.log_every == 0 or step == 1
     # 4. advantages (stateful estimators read the per-prompt statistics before this step's
     # rewards), then the statistics and the source learn every group scored (all ranks', also
@@ -187,6 +220,8 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     ids, rows = [i for i, _ in scored], [r for _, r in scored]
     state.prompt_stats.update(step, ids, rows)
     source.feedback(step, ids, pad_groups([torch.tensor(r) for r in rows])[0] if rows else torch.zeros(0, 0))
+    if cfg.rollout.async_steps and step < cfg.train.steps:  # step t+1 generates while step t trains
+        _generate_ahead(cfg, engine, source, step + 1)
     # per-token weights (perception / reasoning signals), once for the whole batch; no-grad
     # forwards of the unwrapped policy: through the DDP wrapper each forward would also broadcast
     # buffers, a collective that hangs when only rank 0 runs diagnostics
@@ -200,6 +235,7 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     stats = learner.update(batch, adv, tw if isinstance(tw, PendingWeighting) else tw.weights, seed=step)
     if isinstance(tw, PendingWeighting):
         tw = tw.result
+    staleness = engine.synced_version - batch.policy_version if batch.policy_version is not None else None
     engine.sync_weights(learner.policy)
     metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)
         **batch.metrics, **stats, **tw.metrics,
@@ -208,12 +244,22 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
         "time/step": time.perf_counter() - t0,
         "data/bad_media": source.pop_bad(),
         **source.metrics(),  # replay/frac, replay/queue, replay/mean_reuse; demos/frac
+        **({"rollout/staleness": staleness} if staleness is not None else {}),
     })
     if write and log_step:
         _write_samples(run_dir, step, batch)
         write_token_roles(run_dir, step, batch, adv, tw, tokenizer, cfg.token_weighting.method,
                           cfg.token_weighting.roles_per_step)
     return metrics
+
+
+def _generate_ahead(cfg: Config, engine, source, step: int) -> None:
+    """Start step `step`'s first round on the server with the weights it has now: the prompts and
+    seed that `collect` will ask for at that step (`rollout.async_steps: 1`)."""
+    rank, world = rank_world()
+    need = local_prompts(cfg.rollout.prompts_per_step, world)
+    prompts = shard(source.peek(need * world, step), rank, world)
+    engine.generate_ahead(prompts, cfg.rollout.group_size, cfg.rollout, round_seed(cfg.seed * 100_003 + step, 0))
 
 
 def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
@@ -242,6 +288,7 @@ def _summary(cfg: Config, state: RunState, eval_after: dict, run_dir: Path, seco
         "eval_before": before,
         "eval_after": after,
         "accuracy_gain": after["accuracy"] - before["accuracy"],
+        "headline": after.get("headline", "accuracy"),  # what accuracy measures: accuracy, mean_iou, reward, ...
         "reward_first": sum(rewards[:k]) / k if rewards else None,
         "reward_last": sum(rewards[-k:]) / k if rewards else None,
         "steps": cfg.train.steps,
@@ -250,4 +297,5 @@ def _summary(cfg: Config, state: RunState, eval_after: dict, run_dir: Path, seco
         "warm_start": state.warm_start,
         "wall_time_s": round(seconds, 1),
         "run_dir": str(run_dir),
+        "model_dir": str(run_dir / "model"),  # the final policy in model.dtype, for serving
     }

@@ -58,9 +58,13 @@ class Progress:
         if not self.enabled:
             return
         self._bar.stop()
+        from mmrlvr.train.evaluate import said
+
         before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
+        name = said(summary["eval_after"].get("headline", "accuracy"))
+        gain = f"{100 * (after - before):+.1f} points" if name == "accuracy" else f"{after - before:+.3f}"
         self.console.print(
-            f"held-out accuracy: before RL {before:.3f} -> after RL {after:.3f} "
-            f"({100 * (after - before):+.1f} points, n={summary['eval_after']['n']}){small_split_note(summary['eval_after']['n'])}; "
+            f"held-out {name}: before RL {before:.3f} -> after RL {after:.3f} "
+            f"({gain}, n={summary['eval_after']['n']}){small_split_note(summary['eval_after']['n'])}; "
             f"run dir {summary['run_dir']}"
         )

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.types import Completion, Sample, Verdict
+from mmrlvr.types import Completion, CompletionText, Sample, Verdict
 from mmrlvr.verifiers.base import check_allowed
 from mmrlvr.verifiers.failures import failed_frac
 
@@ -56,7 +56,7 @@ def score_completions(
     metrics: dict = {}
     per_completion = [samples[c.sample_index] for c in completions]
     first: dict[int, Verdict] = {}
-    for spec, rows in run_terms([c.text for c in completions], per_completion, terms, scorer).items():
+    for spec, rows in run_terms([CompletionText(c.text, c.token_ids) for c in completions], per_completion, terms, scorer).items():
         idx, verdicts = [i for i, _, _ in rows], [v for _, _, v in rows]
         scores = torch.tensor([v.score for v in verdicts])
         total[idx] += scores * torch.tensor([w for _, w, _ in rows])

@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 
 from mmrlvr.config import Config, ConfigError
-from mmrlvr.models.load import load_policy
+from mmrlvr.models.load import cast_frozen, load_policy
+from mmrlvr.train.precision import accelerate_mixed_precision, compute_dtype, sharded_engine_launch
 from mmrlvr.validate import tracker_problem
 
 
@@ -31,7 +32,11 @@ def set_threads_and_seed(cfg: Config, log_with: list[str] | None = None):
     # "auto" without CUDA must say cpu=True: otherwise accelerate treats a torchrun/gloo launch
     # as a single process on every rank (DistributedType.NO), with no gradient averaging
     cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
-    accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir)
+    # model.dtype decides the precision, whatever the accelerate config says: a bf16 model computes
+    # in bf16 over float32 masters, held by FSDP2 / DeepSpeed themselves when the launch is one
+    # (their mixed precision), else by `precision.MasterWeights` (no autocast)
+    mixed = accelerate_mixed_precision(cfg.model.dtype, sharded_engine_launch(os.environ))
+    accelerator = Accelerator(cpu=cpu, log_with=trackers or None, project_dir=cfg.output_dir, mixed_precision=mixed)
     why = sharding_fallback(os.environ, str(accelerator.distributed_type).split(".")[-1])
     if why:
         raise ConfigError(why)
@@ -120,16 +125,20 @@ def start_trackers(accelerator, cfg: Config, run_dir: Path, purge_step: int | No
 
 
 def _load_from(cfg: Config, path: str | Path):
+    """The policy to train from a directory: trainable weights in float32 (the masters), frozen
+    ones in `model.dtype`."""
     if cfg.model.lora_rank > 0 and (Path(path) / "adapter_config.json").exists():
         from peft import PeftModel
 
-        base, processor = load_policy(dataclasses.replace(cfg.model, lora_rank=0))
-        return PeftModel.from_pretrained(base, str(path), is_trainable=True), processor
-    return load_policy(dataclasses.replace(cfg.model, path=str(path)))
+        base, processor = load_policy(dataclasses.replace(cfg.model, lora_rank=0))  # frozen: model.dtype
+        # peft upcasts the adapter to float32 (autocast_adapter_dtype); a checkpoint's is float32 already
+        return PeftModel.from_pretrained(base, str(path), is_trainable=True, autocast_adapter_dtype=True), processor
+    return load_policy(dataclasses.replace(cfg.model, path=str(path)), master_weights=True)
 
 
 def prepare_policy(cfg: Config, ckpt: Path | None, train_set, run_dir: Path, progress):
-    """(model, processor, warm-start info): from a checkpoint, a given warm start, or a new one."""
+    """(model, processor, warm-start info): from a checkpoint, a given warm start, or a new one.
+    The model's trainable weights are float32 (the masters of a bf16 run), frozen ones in `model.dtype`."""
     from mmrlvr.train.sft import warm_start
 
     if ckpt is not None:
@@ -137,20 +146,20 @@ def prepare_policy(cfg: Config, ckpt: Path | None, train_set, run_dir: Path, pro
         return model, processor, None
     ws = cfg.warm_start
     if ws.checkpoint:
-        model, processor = load_policy(dataclasses.replace(cfg.model, path=ws.checkpoint))
+        model, processor = load_policy(dataclasses.replace(cfg.model, path=ws.checkpoint), master_weights=True)
         return model, processor, {"source": ws.checkpoint}
     done = run_dir / "warm_start"
     if ws.steps > 0 and (done / "warm_start.json").exists():
-        model, processor = load_policy(dataclasses.replace(cfg.model, path=str(done)))
+        model, processor = load_policy(dataclasses.replace(cfg.model, path=str(done)), master_weights=True)
         return model, processor, json.loads((done / "warm_start.json").read_text())
-    model, processor = load_policy(cfg.model)
+    model, processor = load_policy(cfg.model, master_weights=True)
     if ws.steps <= 0:
         return model, processor, None
     torch.manual_seed(cfg.seed)
     losses = warm_start(model, processor, train_set, ws.steps, ws.lr, ws.batch_size, cfg.seed,
                         progress=progress.warm_start(ws.steps), chunked_head=cfg.train.chunked_head,
                         recompute_mlp=cfg.train.recompute_mlp, mask_once=cfg.train.mask_once,
-                        recompute_norm=cfg.train.recompute_norm)
+                        recompute_norm=cfg.train.recompute_norm, dtype=compute_dtype(cfg.model.dtype))
     info = {"source": str(done), "steps": ws.steps, "loss_first": losses[0], "loss_last": losses[-1]}
     tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=run_dir))
     model.save_pretrained(tmp)
@@ -180,16 +189,21 @@ def reference_policy(cfg: Config, algo, model, resumed: bool, run_dir: Path):
 
     It is the policy RL started from: a copy of it on a fresh run, and reloaded from where it was
     saved (never the resumed checkpoint) on a resumed one, so a resumed run regularises towards
-    the same policy as an uninterrupted one.
+    the same policy as an uninterrupted one. Its weights are in `model.dtype` (bf16: the policy's
+    float32 masters rounded, as the policy's own forward weights are).
     """
     if algo.kl_coef <= 0 or cfg.model.lora_rank > 0:
         return None
-    if resumed:
-        model, _ = load_policy(dataclasses.replace(cfg.model, path=initial_policy_path(cfg, run_dir)))
-        return model.eval().requires_grad_(False)
-    import copy
+    if resumed:  # loaded as the fresh run's policy was (float32 trainable weights), then frozen alike
+        model, _ = load_policy(dataclasses.replace(cfg.model, path=initial_policy_path(cfg, run_dir)), master_weights=True)
+        ref = model
+    else:
+        import copy
 
-    return copy.deepcopy(model).eval().requires_grad_(False)
+        ref = copy.deepcopy(model)
+    ref = ref.eval().requires_grad_(False)
+    cast_frozen(ref, compute_dtype(cfg.model.dtype))  # frozen: all of it in the model's dtype, as the policy computes
+    return ref
 
 
 def task_args(cfg: Config) -> dict:

@@ -41,12 +41,17 @@ def sft_loss(model, processor, batch: Sequence[Sample], chunked_head: bool = Tru
 
 def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: float, batch_size: int,
                seed: int, progress=None, chunked_head: bool = True, recompute_mlp: bool = True,
-               mask_once: bool = True, recompute_norm: bool = True) -> list[float]:
-    """Train on teacher completions for `steps` steps; returns the loss curve."""
+               mask_once: bool = True, recompute_norm: bool = True, dtype: torch.dtype | None = None) -> list[float]:
+    """Train on teacher completions for `steps` steps; returns the loss curve. `dtype` (bf16): the
+    forwards run in it and AdamW steps float32 masters of the trainable weights (the model's own
+    float32 parameters, which hold the masters again when it returns: `precision.MasterWeights`)."""
+    from mmrlvr.train.precision import MasterWeights
+
     missing = [s.id for s in samples if s.target is None]
     if missing:
         raise ValueError(f"warm start needs teacher targets; sample {missing[0]!r} has none")
-    params = [p for p in model.parameters() if p.requires_grad]
+    masters = MasterWeights(model, dtype or torch.float32)
+    params = masters.params() if len(masters) else [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 20))
     rng = random.Random(f"warm-start-{seed}")
@@ -61,8 +66,10 @@ def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: floa
         loss = sft_loss(model, processor, batch, chunked_head, recompute_mlp, mask_once, recompute_norm)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        masters.take_grads()  # bf16 gradients -> the float32 masters (nothing without masters)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
+        masters.put_weights()
         sched.step()
         losses.append(loss.item())
         if progress is not None:
@@ -70,4 +77,5 @@ def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: floa
     # the last batch's gradients would otherwise ride into the first RL optimizer step (and make a
     # run restarted from the saved warm start differ from one that never stopped)
     model.zero_grad(set_to_none=True)
+    masters.release()  # saved and handed to RL as float32 masters
     return losses

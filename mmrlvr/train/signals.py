@@ -148,7 +148,7 @@ def compute_signals(
     needs: Sequence[str], *, temperature: float = 1.0, suppress_ids: Sequence[int] = (),
     corrupt_prob: float = 0.5, seed: int = 0, fill: dict | None = None,
     similarity_layers: Sequence[int] | None = (-1,), similarity_at_token: bool = False, chunk_rows: int = 64,
-    clean: dict[str, torch.Tensor] | None = None,
+    clean: dict[str, torch.Tensor] | None = None, chunks: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The requested signals, each (N, T) float on the CPU, 0 on padding.
 
@@ -158,7 +158,8 @@ def compute_signals(
     released similarity). `clean`: (N, T) `logprobs` and `entropy` of these rows from a forward
     already run (the update's own, at the same temperature and suppressed ids): the clean forward
     is skipped, so entropy costs nothing and visual_dependency one forward (not visual_similarity,
-    which reads hidden states).
+    which reads hidden states). `chunks`: the rows of each forward (indices into the N rows, each
+    row in one; the learner's token-budget packing), else `chunk_rows` consecutive rows at a time.
     """
     unknown = set(needs) - set(SIGNALS)
     if unknown:
@@ -169,8 +170,12 @@ def compute_signals(
     n, t = completion_ids.shape
     out: dict[str, list] = {k: [] for k in ("logprobs", "entropy", "visual_similarity", "corrupt")}
     corrupted = corrupt_media(prompt_inputs, corrupt_prob, seed, fill) if "visual_dependency" in needs else None
-    for start in range(0, n, chunk_rows):
-        rows = list(range(start, min(n, start + chunk_rows)))
+    chunks = [list(c) for c in chunks] if chunks is not None else [list(range(s, min(n, s + chunk_rows)))
+                                                                     for s in range(0, n, chunk_rows)]
+    order = [r for c in chunks for r in c]
+    if sorted(order) != list(range(n)):
+        raise ValueError(f"signal chunks must cover each of the {n} rows once")
+    for rows in chunks:
         # forward only up to these rows' longest completion: causal positions never see the padding
         tc = max(1, int(completion_mask[rows].sum(1).max()))
         ids, mask = completion_ids[rows, :tc], completion_mask[rows, :tc]
@@ -192,13 +197,19 @@ def compute_signals(
             lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]
             out["corrupt"].append(F.pad(lp_c.cpu(), pad))
     valid = completion_mask.bool().cpu()
+    back = torch.empty(n, dtype=torch.long)
+    back[torch.tensor(order)] = torch.arange(n)  # chunk order -> row order
+
+    def rows_of(parts: list) -> torch.Tensor:
+        return torch.cat(parts)[back]
+
     result = {}
     if "entropy" in needs:
-        result["entropy"] = torch.cat(out["entropy"]) * valid
+        result["entropy"] = rows_of(out["entropy"]) * valid
     if "visual_similarity" in needs:
-        result["visual_similarity"] = torch.cat(out["visual_similarity"]) * valid
+        result["visual_similarity"] = rows_of(out["visual_similarity"]) * valid
     if corrupted is not None:
-        result["visual_dependency"] = visual_dependency(torch.cat(out["logprobs"]), torch.cat(out["corrupt"]), valid)
+        result["visual_dependency"] = visual_dependency(rows_of(out["logprobs"]), rows_of(out["corrupt"]), valid)
     return result
 
 

@@ -21,6 +21,7 @@ from mmrlvr.algos.advantages import EstimatorContext, estimate, flatten_groups, 
 from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
 from mmrlvr.data.sources import SeededStream
+from mmrlvr.rollout.episodes import episode_metrics, policy_mask_of, role_reward_metrics, run_episodes, with_inserted_media
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
 from mmrlvr.train.learner import loss_mask
 from mmrlvr.train.rewards import score_completions
@@ -86,18 +87,34 @@ def local_prompts(b: int, world: int) -> int:
     return b // world
 
 
-def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, index: int) -> Round:
+def round_seed(seed: int, index: int) -> int:
+    """This rank's rollout seed for round `index` of the step whose seed is `seed`."""
     rank, world = rank_world()
-    prompts = shard(stream.take(need * world, step), rank, world)
+    return rank_seed(seed * 1000 + index, rank, world)
+
+
+def round_prompts(stream, need: int, step: int) -> list[Sample]:
+    """This rank's share of a round's prompts (every rank draws the same global `need * world`)."""
+    rank, world = rank_world()
+    return shard(stream.take(need * world, step), rank, world)
+
+
+def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, index: int) -> Round:
+    prompts = round_prompts(stream, need, step)
     policy = getattr(engine, "model", None)
     if policy is not None and not any(p.images or p.videos for p in prompts) and vision_needs_all_ranks(policy, grad=False):
         with torch.no_grad():
             dummy_vision_pass(policy)  # generate's prefill runs the tower on the other ranks
     g = cfg.rollout.group_size
     t0 = time.perf_counter()
-    out = engine.rollout(prompts, g, cfg.rollout, seed=rank_seed(seed * 1000 + index, rank, world), return_logprobs=True)
+    out = run_episodes(engine, prompts, g, cfg.rollout, seed=round_seed(seed, index),
+                       step=step, return_logprobs=True)
     gen_s = time.perf_counter() - t0
+    if getattr(out, "gen_seconds", None) is not None:  # generated ahead, during the last update
+        gen_s = out.gen_seconds
     rewards, metrics, verdicts = score_completions(out.completions, prompts, g, cfg.rewards, scorer)
+    if getattr(cfg.rollout, "episode", "single") != "single":
+        metrics.update({**episode_metrics(out.completions), **role_reward_metrics(out.completions, rewards)})
     return Round(prompts, out, rewards, verdicts, torch.ones(len(prompts), dtype=torch.bool), metrics, index, gen_s)
 
 
@@ -126,6 +143,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     extras: list = []  # strategies' own groups, trained on after the collected ones
     t_gen = t_score = 0.0
     n_tokens = 0
+    versions: list = []  # each round's policy version (server engine), None where the engine has none
     while True:
         need = int(all_max(b - len(collector.kept) if cfg.algo.dynamic_sampling else b))
         t0 = time.perf_counter()
@@ -136,6 +154,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
         t_gen += rnd.gen_s
         t_score += time.perf_counter() - t0 - rnd.gen_s
         n_tokens += int(rnd.out.completion_mask.sum())
+        versions.append(getattr(rnd.out, "policy_version", None))
         if rnd.index == 0:
             metrics.update(rnd.metrics)
             metrics["rollout/mixed_group_frac"] = informative_groups(rnd.rewards).float().mean().item()
@@ -151,6 +170,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     batch = _rectangular_batch(rnd) if whole else _batch(collector.batch() + extras, engine)
     batch.metrics.update(metrics)
     batch.scored = scored
+    batch.policy_version = min(versions) if versions and None not in versions else None
     batch.metrics.update({
         "rollout/rounds": collector.rounds,
         "rollout/dropped_groups": len(collector.dropped),
@@ -169,9 +189,10 @@ def _rectangular_batch(rnd: Round) -> RolloutBatch:
     """One round kept whole: the engine's own tensors, nothing re-encoded."""
     out, g = rnd.out, rnd.rewards.shape[1]
     comps = out.completions
-    return RolloutBatch(rnd.prompts, repeat_prompts(out.prompt_inputs, g), out.completion_ids, out.completion_mask,
-                        torch.tensor([c.truncated for c in comps]), rnd.rewards, [c.text for c in comps],
-                        rnd.verdicts, {}, out.sampler_logprobs)
+    return RolloutBatch(rnd.prompts, with_inserted_media(repeat_prompts(out.prompt_inputs, g), comps), out.completion_ids,
+                        out.completion_mask, torch.tensor([c.truncated for c in comps]), rnd.rewards,
+                        [c.text for c in comps], rnd.verdicts, {}, out.sampler_logprobs,
+                        policy_mask=policy_mask_of(comps, out.completion_mask.shape))
 
 
 def repeat_groups(inputs: dict, sizes: list[int]) -> dict:
@@ -196,9 +217,10 @@ def _batch(chosen: list[tuple], engine) -> RolloutBatch:
         for i, lp in enumerate(lps):
             sampler[i, : len(lp)] = lp
     uneven = len(set(sizes)) > 1
-    return RolloutBatch(prompts, repeat_groups(encode_prompts(engine.processor, prompts), sizes), ids, mask,
-                        torch.tensor([c.truncated for c in comps]), rewards, [c.text for c in comps],
-                        [v for grp in chosen for v in grp[3]], {}, sampler, sizes if uneven else None)
+    inputs = with_inserted_media(repeat_groups(encode_prompts(engine.processor, prompts), sizes), comps)
+    return RolloutBatch(prompts, inputs, ids, mask, torch.tensor([c.truncated for c in comps]), rewards,
+                        [c.text for c in comps], [v for grp in chosen for v in grp[3]], {}, sampler,
+                        sizes if uneven else None, policy_mask=policy_mask_of(comps, mask.shape))
 
 
 def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> tuple[torch.Tensor, torch.Tensor]:

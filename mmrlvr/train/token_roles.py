@@ -20,6 +20,7 @@ from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, t
 from mmrlvr.data.collate import select_rows
 from mmrlvr.train.signals import compute_signals
 from mmrlvr.train.learner import micro_rows, one_forward_update
+from mmrlvr.train.micro_batches import pack_rows, row_lengths
 
 DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
 DEPENDENT = 1e-3  # visual dependency above which a token counts as image-dependent (|delta logp| > ~0.045)
@@ -56,8 +57,10 @@ SHAREABLE = frozenset({"entropy", "visual_dependency"})
 def shares_forward(cfg, algo, needs: set[str]) -> bool:
     """Whether the signals can take the clean log-probs and entropies from the update's own forward:
     `token_weighting.share_forward`, one forward per update (`one_forward_update`: that forward
-    runs at the parameters the signals must see, over every weighted row) and no hidden states."""
-    return bool(cfg.token_weighting.share_forward) and one_forward_update(algo) and needs <= SHAREABLE
+    runs at the parameters the signals must see, over every weighted row; never under a token
+    budget, which may split it) and no hidden states."""
+    return (bool(cfg.token_weighting.share_forward) and one_forward_update(algo, cfg.train.micro_batch_tokens)
+            and needs <= SHAREABLE)
 
 
 def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: int, fill: dict | None,
@@ -86,12 +89,18 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
 
 
 def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: dict | None = None) -> dict:
+    """The signals of `rows`, one forward per learner micro-batch: `micro_rows` rows, or packed within
+    `train.micro_batch_tokens` (the signals' forwards are joined ones: each row pays for its prompt).
+    Each rank runs its own number of them (no collective: the policy here is the unwrapped one)."""
     tw = cfg.token_weighting
+    inputs, mask = select_rows(batch.prompt_inputs, rows), batch.completion_mask[rows]
+    budget = cfg.train.micro_batch_tokens
+    chunks = None if budget is None else pack_rows(row_lengths(inputs, mask, shared=False), range(len(rows)), budget)
     return compute_signals(
-        model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows], batch.completion_mask[rows],
+        model, inputs, batch.completion_ids[rows], mask,
         sorted(needs), temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
         seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
-        chunk_rows=micro_rows(len(rows), algo), clean=clean,
+        chunk_rows=micro_rows(len(rows), algo), clean=clean, chunks=chunks,
     )
 
 

@@ -191,3 +191,35 @@ def test_clip_fractions_count_only_the_side_the_advantage_clips():
     assert stats["clip_frac_high"].item() == 0 and stats["clip_frac"].item() == 0
     _, stats = policy_loss(torch.log(torch.tensor([[0.5, 1.5]])), torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 2))
     assert stats["clip_frac_low"].item() == stats["clip_frac_high"].item() == stats["clip_frac"].item() == 0
+
+
+def test_dual_clip_bounds_negative_advantage_tokens_as_verl():
+    """verl's compute_policy_loss_vanilla: for A < 0 the loss is min(max(-A r, -A clip(r)), -A c).
+    At ratio 5 and A = -1 that is 3.0 with c = 3 (5.0 without), its gradient 0; A > 0 untouched."""
+    import math
+
+    lp = torch.tensor([[math.log(5.0), math.log(5.0), math.log(2.0)]], requires_grad=True)
+    old = torch.zeros(1, 3)
+    adv = torch.tensor([[-1.0, 1.0, -1.0]])
+    mask = torch.ones(1, 3)
+    plain, _ = policy_loss(lp, old, adv, mask, aggregation="seq-mean-token-sum-norm", norm_length=1.0)
+    # -A r for A<0 (unclipped is larger): 5 and 2; A>0 at r=5: -clip(5) = -1.2
+    assert plain.item() == pytest.approx(5.0 - 1.2 + 2.0)
+    dual, stats = policy_loss(lp, old, adv, mask, aggregation="seq-mean-token-sum-norm", norm_length=1.0, dual_clip=3.0)
+    assert dual.item() == pytest.approx(3.0 - 1.2 + 2.0)  # only the ratio-5 negative token is bounded
+    assert stats["clip_frac_dual"].item() == pytest.approx(1 / 3)
+    dual.backward()
+    assert lp.grad[0, 0].item() == 0.0 and lp.grad[0, 2].item() == pytest.approx(2.0)  # d(-A r)/dlogp = r
+    off, stats = policy_loss(lp, old, adv, mask, aggregation="seq-mean-token-sum-norm", norm_length=1.0, dual_clip=0)
+    assert off.item() == pytest.approx(plain.item()) and "clip_frac_dual" not in stats
+
+
+def test_dual_clip_is_on_by_default_and_validated():
+    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.config import AlgoConfig, load_config
+    from mmrlvr.validate import config_errors
+
+    assert resolve_algo(AlgoConfig(), 8).dual_clip == 3.0 and resolve_algo(AlgoConfig(algorithm="dapo"), 8).dual_clip == 3.0
+    assert resolve_algo(AlgoConfig(dual_clip=0), 8).dual_clip == 0
+    errors = config_errors(load_config("configs/quickstart.yaml", ["algo.dual_clip=0.5"]))
+    assert any(e.startswith("algo.dual_clip=0.5") for e in errors)

@@ -26,18 +26,47 @@ def test_token_tis_truncates_at_the_cap_and_zeroes_padding():
     assert not w.requires_grad
 
 
-def test_token_mis_masks_tokens_above_the_cap():
+def test_token_mis_keeps_the_ratio_within_the_cap_and_zeroes_beyond():
+    """TRL's token_mask: `ratio.masked_fill(ratio > cap, 0)`, the ratio itself kept below the cap."""
     w = rollout_correction_weights(OLD, SAMPLER, MASK, "token_mis", cap=1.5)
-    # exp(0.5) = 1.65 > 1.5 -> 0; exp(0.4) = 1.49 <= 1.5 -> 1
+    # exp(0.5) = 1.65 > 1.5 -> 0; exp(-1.0), exp(0.0), exp(-0.2), exp(0.4) = 1.49 kept as they are
+    assert torch.allclose(w, torch.tensor([[0.0, E(-1.0), 1.0, 0.0], [E(-0.2), E(0.4), 0.0, 0.0]]), atol=1e-6)
+
+
+def test_token_rs_is_the_filter_alone():
+    """verl's rejection sampling: 1 within the cap, 0 beyond, the ratio not applied."""
+    w = rollout_correction_weights(OLD, SAMPLER, MASK, "token_rs", cap=1.5)
     assert torch.equal(w, torch.tensor([[0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]]))
 
 
-def test_seq_tis_and_seq_mis_share_the_sequence_ratio():
+def test_seq_tis_seq_mis_and_seq_rs_share_the_sequence_ratio():
     # sequence sums over valid tokens: 0.5 - 1.0 + 0.0 = -0.5 -> 0.6065; -0.2 + 0.4 = 0.2 -> 1.2214 > cap 1.2
     tis = rollout_correction_weights(OLD, SAMPLER, MASK, "seq_tis", cap=1.2)
     assert torch.allclose(tis, torch.tensor([[E(-0.5)] * 3 + [0.0], [1.2, 1.2, 0.0, 0.0]]), atol=1e-6)
     mis = rollout_correction_weights(OLD, SAMPLER, MASK, "seq_mis", cap=1.2)
-    assert torch.equal(mis, torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]))  # the 2nd sequence masked
+    assert torch.allclose(mis, torch.tensor([[E(-0.5)] * 3 + [0.0], [0.0] * 4]), atol=1e-6)  # the 2nd masked
+    rs = rollout_correction_weights(OLD, SAMPLER, MASK, "seq_rs", cap=1.2)
+    assert torch.equal(rs, torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]))
+
+
+@pytest.mark.parametrize("mode", ["none", "token_tis", "token_mis", "token_rs", "seq_tis", "seq_mis", "seq_rs"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_non_finite_sampler_log_probs_on_padding_change_nothing(mode, dtype):
+    """NaN x 0 is NaN: padding is selected away with `where`, so a NaN or -inf the sampler left on
+    padding leaves every weight and statistic as with finite padding; on a valid token a
+    non-finite sampler value reads as ratio 1 (no correction), as TRL does."""
+    old, mask = OLD.to(dtype), MASK
+    clean = rollout_correction_weights(old, SAMPLER.to(dtype), mask, mode, cap=1.5)
+    dirty_s = SAMPLER.clone()
+    dirty_s[0, 3], dirty_s[1, 2], dirty_s[1, 3] = float("nan"), float("-inf"), float("inf")
+    dirty = rollout_correction_weights(old, dirty_s.to(dtype), mask, mode, cap=1.5)
+    assert torch.equal(dirty, clean) and torch.isfinite(dirty).all()
+    stats = rollout_correction_stats(old, dirty_s.to(dtype), mask, dirty, mode, 1.5)
+    assert all(torch.isfinite(v).all() for v in stats.values())
+    on_valid = SAMPLER.clone()
+    on_valid[0, 0] = float("nan")
+    w = rollout_correction_weights(old, on_valid.to(dtype), mask, "token_mis", cap=1.5)
+    assert w[0, 0].item() == 1.0 and torch.isfinite(w).all()
 
 
 def test_none_is_the_mask_and_stats_are_hand_computed():

@@ -20,7 +20,7 @@ def help_text(argv: list[str], capsys) -> str:
 
 def test_every_subcommand_and_flag_of_the_help_is_in_the_cli_reference(capsys, gen_reference):
     top = help_text([], capsys)
-    subs = re.search(r"\{([a-z,]+)\}", top).group(1).split(",")
+    subs = re.search(r"\{([a-z,-]+)\}", top).group(1).split(",")
     assert {"train", "eval", "config", "score", "verifiers"} <= set(subs)
     text = page(gen_reference, "reference/cli.md")
     missing, seen = [], set()

@@ -14,7 +14,9 @@ import yaml
 
 from mmrlvr.cli import main
 from mmrlvr.config import load_config
-from mmrlvr.validate import validate_config
+from mmrlvr.validate import config_errors
+
+VLLM_MISSING = "rollout.engine='vllm': expected an installed vLLM"
 
 from .conftest import DOCS, ROOT, load_docs_module
 
@@ -86,7 +88,10 @@ def test_runnable_block(where, lang, body, tmp_path, monkeypatch, capsys):
         snippet = tmp_path / "snippet.yaml"
         snippet.write_text(body)
         assert isinstance(yaml.safe_load(body), dict), f"{where}: a config snippet is a mapping"
-        validate_config(load_config(snippet))  # raises ConfigError naming every problem
+        # judged as on a machine with the snippet's optional extras installed (the vLLM page's
+        # `engine: vllm` is refused where vLLM is missing, which is that check's job, not the page's)
+        errors = [e for e in config_errors(load_config(snippet)) if not e.startswith(VLLM_MISSING)]
+        assert not errors, f"{where}: " + "\n".join(errors)
         return
     assert lang in ("bash", "console", "sh"), f"{where}: only yaml and bash blocks can be runnable, not {lang!r}"
     commands = commands_of(body)

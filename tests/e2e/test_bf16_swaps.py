@@ -1,5 +1,5 @@
-"""A whole bf16 run (warm start, rollouts, updates, evaluation) gives the same metrics and final
-weights bit for bit with the learner's three memory swaps on (`train.recompute_mlp`,
+"""A whole bf16 run (warm start, rollouts, updates, evaluation; bf16 forwards over float32 master
+weights) gives the same metrics and final weights bit for bit with the learner's three memory swaps on (`train.recompute_mlp`,
 `train.mask_once`, `train.recompute_norm`: the defaults) as with all three off."""
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def _run(out: Path, on: bool) -> tuple[list[dict], str]:
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     rows = [{k: v for k, v in r.items() if not k.startswith("time/") and k != "rollout/tokens_per_s"} for r in rows]
     weights = load_file(out / "checkpoints" / f"step_{STEPS}" / "model.safetensors")
-    assert all(w.dtype == torch.bfloat16 for w in weights.values())
-    digest = hashlib.sha256(b"".join(weights[k].view(torch.int16).numpy().tobytes() for k in sorted(weights)))
+    # the checkpoint holds the float32 master weights the bf16 forwards were rounded from
+    assert all(w.dtype == torch.float32 for w in weights.values())
+    digest = hashlib.sha256(b"".join(weights[k].view(torch.int32).numpy().tobytes() for k in sorted(weights)))
     return rows, digest.hexdigest()
 
 

@@ -62,3 +62,17 @@ def test_quickstart_learns(tmp_path):
     summary = train(load_config("configs/quickstart.yaml", [f"output_dir={tmp_path / 'qs'}"]))
     assert summary["eval_before"]["n"] >= 200
     assert summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"] >= 0.10
+
+
+def test_overrides_may_follow_the_options(tmp_path, capsys):
+    """`mmrlvr eval CONFIG --checkpoint X key=val` (overrides after an option) is read as overrides,
+    in the order given; an unknown flag is still refused."""
+    out = tmp_path / "report.json"
+    assert main(["eval", "configs/quickstart.yaml", "--checkpoint", "tiny", "task.eval_size=3",
+                 "--out", str(out), "eval.batch_size=3"]) == 0
+    import json
+
+    assert json.loads(out.read_text())["n"] == 3
+    with pytest.raises(SystemExit):
+        main(["eval", "configs/quickstart.yaml", "--checkpoint", "tiny", "--no-such-flag"])
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err

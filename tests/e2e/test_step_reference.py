@@ -6,10 +6,14 @@ completions, 10 RL steps; a full 10-step quickstart takes minutes per preset on 
 shared CPUs, too slow for CI), rewarded by the even-length user verifier so every group is mixed
 and each step really updates the policy.
 
-grpo, dr_grpo, rloo and reinforce_pp (with its k2 KL to the reference) must match exactly (all
-metrics but times, and the sha256 of the final weights). dapo and gspo take several optimizer
-steps per batch; their pi_old now comes from the sampler's log-probs instead of a second learner
-forward, which agree to float rounding, so those two are compared within `MULTI_UPDATE_TOL`.
+grpo, dr_grpo, rloo and reinforce_pp (with its k2 KL to the reference) must match to float32
+rounding (`ONE_UPDATE_TOL`: all metrics but times, and the sum of the final weights). They matched
+bit for bit on the machine that recorded them, but not across CPUs: torch's kernels sum in another
+order on another instruction set (a fresh 2-core Xeon with AVX-512 and the CI machine both differ
+from the recording by up to 5e-6 relative over the 10 steps, the first difference 1.6e-7 in step
+1's entropy). dapo and gspo take several optimizer steps per batch; their pi_old now comes from
+the sampler's log-probs instead of a second learner forward, which agree to float rounding, so
+those two are compared within the wider `MULTI_UPDATE_TOL`.
 
 Regenerate (only on purpose, from the commit whose numbers are the reference):
     python tests/e2e/test_step_reference.py
@@ -34,15 +38,22 @@ SMALL = [
     "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8",
     "train.steps=10", "train.save_every=10", "train.log_every=1", "train.lr=1e-3", "eval.batch_size=8",
     "verifier_workers=0",
+    "algo.dual_clip=0",  # the recording predates dual clip (verl's default, on since): dapo's 16 steps at lr 1e-3 reach it
 ]
 EXACT = ["grpo", "dr_grpo", "rloo", "reinforce_pp"]
+ONE_UPDATE_TOL = dict(rel=5e-5, abs=1e-6)
+"""grpo, dr_grpo, rloo, reinforce_pp: measured across machines, at most 5.0e-6 relative (dr_grpo's
+tokens/visual_dependency at step 8) and the sum of the final weights within 1.0e-7 relative; ten
+times that is still far below any change of the math (a wrong sign, scale or mask moves the
+step-1 loss and grad norm by whole percents)."""
 MULTI_UPDATE = ["dapo", "gspo"]
 MULTI_UPDATE_TOL = dict(rel=1e-3, abs=1e-4)
 """dapo/gspo: sampler (generate's scores, incremental KV-cache forwards) and learner (one
 teacher-forced forward) log-probs differ by float rounding, < 4e-6 per token on the tiny model.
 Measured against the recorded values after 10 steps: at most 1.4e-5 absolute (dapo's entropy),
 4.5e-4 relative (gspo's loss/policy of -2.5e-5, i.e. 1.1e-8 absolute), and the sum of the final
-weights within 7e-8 relative."""
+weights within 2.2e-6 relative (gspo, on another CPU than the recording's)."""
+WEIGHTS_SUM_REL = {"one_update": 1e-6, "multi_update": 1e-5}
 
 
 def _args(preset: str, out: Path, prompt_once: bool = False, sampler: str = "multinomial") -> list[str]:
@@ -93,11 +104,11 @@ def _close(a, b, tol: dict) -> bool:
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return b == pytest.approx(a, **tol) if tol else a == b
+        return b == pytest.approx(a, **tol)
     return a == b
 
 
-def _compare(ref: dict, got: dict, tol: dict) -> None:
+def _compare(ref: dict, got: dict, tol: dict, weights_rel: float = WEIGHTS_SUM_REL["multi_update"]) -> None:
     assert len(ref["metrics"]) == len(got["metrics"])
     for r, g in zip(ref["metrics"], got["metrics"]):
         assert set(r) <= set(g), (r.get("step"), set(r) - set(g))  # new metrics may be added
@@ -105,10 +116,7 @@ def _compare(ref: dict, got: dict, tol: dict) -> None:
             if k in RELABELLED:
                 continue
             assert _close(r[k], g[k], tol), (r["step"], k, r[k], g[k])
-    if tol:
-        assert got["weights_sum"] == pytest.approx(ref["weights_sum"], rel=1e-6)
-    else:
-        assert got["weights_sha256"] == ref["weights_sha256"]
+    assert got["weights_sum"] == pytest.approx(ref["weights_sum"], rel=weights_rel)
 
 
 @pytest.mark.slow
@@ -116,7 +124,10 @@ def _compare(ref: dict, got: dict, tol: dict) -> None:
 def test_step_reproduces_recorded_numbers(tmp_path, preset):
     ref = json.loads(FIXTURE.read_text())[preset]
     got = _run(preset, tmp_path / preset)
-    _compare(ref, got, MULTI_UPDATE_TOL if preset in MULTI_UPDATE else {})
+    if preset in MULTI_UPDATE:
+        _compare(ref, got, MULTI_UPDATE_TOL)
+    else:
+        _compare(ref, got, ONE_UPDATE_TOL, WEIGHTS_SUM_REL["one_update"])
 
 
 @pytest.mark.slow

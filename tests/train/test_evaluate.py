@@ -101,3 +101,15 @@ def test_rows_whose_image_cannot_be_read_are_skipped_with_their_index(engine, tm
     assert res["n"] == 2 and [e["id"] for e in res["examples"]] == [rows[0].id, rows[2].id]
     assert [s["row"] for s in res["skipped"]] == [1]
     assert res["skipped"][0]["reason"]
+
+
+def test_the_headline_is_named_for_what_it_measures():
+    """accuracy only for pass/fail verifiers; IoU, tIoU by name; a sum of plain scores is a reward."""
+    from mmrlvr.train.evaluate import headline_name, said
+    from mmrlvr.types import Sample
+
+    s = Sample("a", (), 3, verifier="iou")
+    assert headline_name([], [s]) == "mean_iou" and said("mean_iou") == "mean IoU"
+    assert headline_name([("count", 1.0)], [s]) == "accuracy"
+    assert headline_name([("tiou", 1.0)], [s]) == "mean_tiou" and said("mean_tiou") == "mean tIoU"
+    assert headline_name([("format", 1.0)], [s]) == "reward" and said("reward") == "mean reward"
