@@ -25,14 +25,17 @@ def make_engine(cfg, policy, processor):
             max_model_len=cfg.rollout.vllm_max_model_len, sleep=cfg.rollout.vllm_sleep, seed=cfg.seed,
             enforce_eager=cfg.rollout.vllm_enforce_eager,
             max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens,
+            generation_config=getattr(base, "generation_config", None),
         )
         engine.sync_weights(policy)  # warm-started or resumed weights differ from the directory's
         return engine
     if kind == "vllm_server":
         from mmrlvr.rollout.server import ServerRolloutEngine
 
-        engine = ServerRolloutEngine(cfg.rollout.server_url, processor, base_model(policy).config,
-                                     timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype)
+        base = base_model(policy)
+        engine = ServerRolloutEngine(cfg.rollout.server_url, processor, base.config,
+                                     timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype,
+                                     generation_config=getattr(base, "generation_config", None))
         engine.sync_weights(policy)  # the server starts from its directory's weights
         return engine
     raise ValueError(f"rollout.engine {kind!r} unknown; known: {', '.join(ENGINES)}")

@@ -39,6 +39,8 @@ def vision_token_ids(tokenizer, model_type: str | None = None) -> list[int]:
 
 
 def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
+    """The checkpoint's generation-config EOS ids, then the chat template's end tokens. Every engine
+    (HF, vLLM, the rollout server's client) builds its stop ids here from the same two inputs."""
     ids = []
     eos = getattr(generation_config, "eos_token_id", None) if generation_config is not None else None
     for e in eos if isinstance(eos, (list, tuple)) else [eos]:
@@ -49,6 +51,18 @@ def stop_token_ids(tokenizer, generation_config=None) -> list[int]:
         if tid is not None and tid not in ids:
             ids.append(tid)
     return ids
+
+
+def checkpoint_generation_config(model_path):
+    """The `generation_config.json` of a local model directory, or None (no file, a hub id, a
+    `tiny:` name): the vLLM engine has a path, not the HF model, and needs its EOS ids too."""
+    import os
+
+    if not model_path or not os.path.isfile(os.path.join(str(model_path), "generation_config.json")):
+        return None
+    from transformers import GenerationConfig
+
+    return GenerationConfig.from_pretrained(str(model_path))
 
 
 # Generation fields that change the distribution a token is drawn from, with their neutral value.

@@ -53,14 +53,15 @@ class ServerRolloutEngine:
     `version` is the server's policy version (weight updates it has loaded) after the last call,
     `synced_version` the one the last `sync_weights` made (the learner's current weights)."""
 
-    def __init__(self, url: str, processor, model_config, *, timeout: float = 600.0, dtype: str | None = None):
+    def __init__(self, url: str, processor, model_config, *, timeout: float = 600.0, dtype: str | None = None,
+                 generation_config=None):
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self.processor = processor
         tok = processor.tokenizer
         self.model_type = model_config.model_type
         self.suppress_ids = vision_token_ids(tok, self.model_type)
-        self.stop_ids = stop_token_ids(tok)
+        self.stop_ids = stop_token_ids(tok, generation_config)  # the HF engine's stop ids (its EOS ids included)
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
         self.vocab_size = model_vocab_size(model_config)
         self.local = urllib.parse.urlsplit(self.url).hostname in LOOPBACK

@@ -23,7 +23,7 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import prompt_texts
-from mmrlvr.rollout.hf import RolloutOutput, stop_token_ids, vision_token_ids
+from mmrlvr.rollout.hf import RolloutOutput, checkpoint_generation_config, stop_token_ids, vision_token_ids
 from mmrlvr.rollout.vllm_inputs import (
     SampledText, allowed_token_ids, model_vocab_size, processor_kwargs, request_seeds, resolve_max_model_len,
     rollout_output, sampling_fields, vllm_request,
@@ -51,13 +51,15 @@ class VLLMRolloutEngine:
     def __init__(self, model_path: str, processor, model_config, *, gpu_memory_utilization: float = 0.3,
                  max_model_len: int | None = None, dtype: str = "bfloat16", sleep: bool | None = None,
                  seed: int = 0, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
-                 limit_mm_per_prompt: dict | None = None, llm=None):
+                 limit_mm_per_prompt: dict | None = None, llm=None, generation_config=None):
         import torch.distributed as dist
 
         self.processor = processor
         tok = processor.tokenizer
         self.suppress_ids = vision_token_ids(tok, model_config.model_type)  # the family's media tokens
-        self.stop_ids = stop_token_ids(tok)
+        if generation_config is None:
+            generation_config = checkpoint_generation_config(model_path)
+        self.stop_ids = stop_token_ids(tok, generation_config)  # the HF engine's stop ids (its EOS ids included)
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
         self.allowed_ids = allowed_token_ids(model_vocab_size(model_config), self.suppress_ids)
         self.model_type = model_config.model_type
