@@ -35,6 +35,7 @@ def _metrics(run):
 def _summary(run):
     s = json.loads((run / "summary.json").read_text())
     s["warm_start"].pop("source")  # a path inside the run directory
+    assert s.pop("model_dir") == str(run / "model")  # the final policy, inside the run directory
     return {k: v for k, v in s.items() if k not in ("wall_time_s", "run_dir")}
 
 
