@@ -176,7 +176,7 @@ class AlgoConfig:
     kl_kind: str | None = None
     """k1, k2 or k3."""
     entropy_coef: float | None = None
-    """Entropy bonus weight (0: off)."""
+    """Entropy bonus weight (0: off; negative: a penalty, as VPPO's released script uses)."""
     dynamic_sampling: bool | None = None
     """DAPO: drop groups with all-equal rewards and sample again."""
     max_rounds: int | None = None

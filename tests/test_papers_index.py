@@ -47,3 +47,15 @@ def test_each_paper_setting_validates(command, monkeypatch):
     errors = [e for e in config_errors(load_config(config, overrides))
               if not e.startswith("rollout.engine='vllm': expected an installed vLLM")]
     assert errors == []
+
+
+def test_the_vppo_command_carries_the_released_scripts_loss_settings(monkeypatch):
+    """VPPO's 7B script (examples/configs/train_vppo_7b.sh, config.yaml at a23c54b) trains with
+    clip-higher 0.28 and an entropy penalty of 0.06: a VPPO row without them is another method."""
+    monkeypatch.chdir(ROOT)
+    vppo = [c for c in _commands() if "token_weighting.method=vppo" in c]
+    assert len(vppo) == 1
+    argv = shlex.split(vppo[0])
+    cfg = load_config(argv[2], argv[3:])
+    assert (cfg.algo.clip_high, cfg.algo.entropy_coef) == (0.28, -0.06)
+    assert cfg.token_weighting.vppo_top_frac == 0.4
