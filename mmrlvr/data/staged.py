@@ -31,11 +31,8 @@ WHAT = {"train": "train_data: other rows", "eval": "eval_data: other rows", "rew
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def file_hashes(folder: Path) -> dict[str, str]:

@@ -190,13 +190,11 @@ class CheckpointError(ConfigError):
 
 
 def file_sha256(path: Path) -> str:
+    """sha256 of a file read in blocks (hashlib's own loop: a 7 GB shard never sits in memory)."""
     import hashlib
 
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _state_digest(record: dict) -> str:
