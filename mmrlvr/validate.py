@@ -8,14 +8,15 @@ of names, or a function in `CHECKS` for anything that needs code (import a plug-
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 from pathlib import Path
 from typing import Callable, Iterable
 
 from mmrlvr.config import LR_SCHEDULES as SCHEDULES, Config, ConfigError
+from mmrlvr.models.model_dir import model_path_problem
 from mmrlvr.validate_bounds import check_bounds
+from mmrlvr.validate_task import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
 from mmrlvr.validate_rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 
 
@@ -303,164 +304,8 @@ def _check_episode(cfg: Config) -> Iterable[str]:
                     f"expected at least rollout.max_new_tokens={r.max_new_tokens} (room for the first turn)")
 
 
-def task_module(name: str):
-    """The module of task `name` ("counting" or "package.module"), or raise ModuleNotFoundError.
-
-    The lookup is `mmrlvr.tasks.task_module` (the one training uses); only the error differs."""
-    from mmrlvr.tasks import UnknownTask
-    from mmrlvr.tasks import task_module as lookup
-
-    try:
-        return lookup(name)
-    except UnknownTask:
-        raise ModuleNotFoundError(f"no task module {name!r}", name=name) from None
-
-
-def _check_task(cfg: Config) -> Iterable[str]:
-    try:
-        module = task_module(cfg.task.name)
-    except ModuleNotFoundError:
-        from mmrlvr.tasks._catalogue import task_names
-
-        known = ", ".join(task_names()) or "none found"
-        yield _line("task.name", cfg.task.name, f"a task module; known: {known}, or package.module")
-        return
-    build = getattr(module, "build", None)
-    if not callable(build):
-        yield _line("task.name", cfg.task.name, "a module with a build(split, size, seed, ...) function")
-        return
-    params = inspect.signature(build).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    known = [n for n in params if n not in ("split", "size", "seed")]
-    if "eval_size" in params and cfg.task.args.get("eval_size", cfg.task.eval_size) != cfg.task.eval_size:
-        yield _line("task.args.eval_size", cfg.task.args["eval_size"],
-                    f"expected nothing, or task.eval_size ({cfg.task.eval_size}): one size drives the held-out split "
-                    "and what training excludes")
-    for arg in cfg.task.args:
-        if arg not in known:
-            yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: {', '.join(known)}")
-
-
-def _check_task_args(cfg: Config) -> Iterable[str]:
-    """Inside task.args: column keys, box_format, template names and files, and the tags a reward
-    verifier needs in a user template (the task's own checks, run here before the model loads)."""
-    try:
-        module = task_module(cfg.task.name)
-    except ModuleNotFoundError:
-        return  # _check_task names it
-    from mmrlvr.tasks._catalogue import arguments, column_keys
-
-    args, takes = cfg.task.args, arguments(module)
-    cols, known = args.get("columns"), column_keys(module)
-    if cols is not None and not isinstance(cols, dict):
-        yield _line("task.args.columns", cols, "a mapping of task field -> column name (or list of names)")
-    elif cols and known:
-        for key in cols:
-            if key not in known:
-                yield _line(f"task.args.columns.{key}", cols[key],
-                            f"not a column key of task {cfg.task.name!r}; known: {', '.join(known)}")
-    elif cols:
-        yield _line("task.args.columns", cols, f"task {cfg.task.name!r} reads no data columns")
-    if "box_format" in args and "box_format" in takes:
-        from mmrlvr.tasks._boxes import BOX_FORMATS
-
-        if args["box_format"] not in BOX_FORMATS:
-            yield _line("task.args.box_format", args["box_format"], f"one of {', '.join(BOX_FORMATS)}")
-    if "template" in args and "template" in takes:
-        from mmrlvr.data.prompts import TEMPLATES
-
-        if args["template"] not in TEMPLATES:
-            yield _line("task.args.template", args["template"], f"one of {', '.join(TEMPLATES)}")
-    yield from _check_prompt_formats(cfg, module, args)
-    teacher = getattr(module, "teacher_problem", None)
-    if cfg.warm_start.steps > 0 and not cfg.warm_start.checkpoint and callable(teacher):
-        from mmrlvr.tasks import model_type_of
-
-        why = teacher(args, model_type_of(cfg.model.path) if "model_type" in takes else None)
-        if why:
-            yield _line("warm_start.steps", cfg.warm_start.steps, why)
-
-
-def _check_prompt_formats(cfg: Config, module, args: dict) -> Iterable[str]:
-    """The user's wording (template, `prompt` column) asks for what the scoring verifiers read."""
-    from mmrlvr.data.prompt_formats import format_problems
-
-    for key, value, why in format_problems(args, module, [t.verifier for t in cfg.rewards], cfg.eval.verifiers):
-        yield _line(key, value, why)
-
-
-def _model_dir_ok(path: str) -> str | None:
-    """Why `path` is neither the embedded model, a local directory nor a hub name, else None."""
-    if path == "tiny":
-        return None
-    if path.startswith("tiny:"):
-        from mmrlvr.models.families import tiny_model_type
-
-        try:
-            tiny_model_type(path)
-        except ValueError as exc:
-            return str(exc).split(": ", 1)[1]
-        return None
-    local = Path(path).expanduser()
-    if local.exists():
-        return model_dir_problem(local) if local.is_dir() else "a model directory, not a file"
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    expected = "'tiny' (or 'tiny:<model_type>'), an existing local directory or a hub name (owner/name); no such directory"
-    try:
-        validate_repo_id(path)
-    except HFValidationError:
-        return expected
-    if "/" not in path:  # every image-text-to-text model on the hub is owner/name
-        hint = " (did you mean 'tiny'?)" if path.lower().startswith("tiny") else ""
-        return f"{expected}{hint}"
-    return None
-
-
-def model_dir_problem(local: Path) -> str | None:
-    """What a local model directory lacks to load (config, weights, tokenizer), read from its
-    files' headers only; None when complete. A LoRA adapter directory names its base instead."""
-    import json
-
-    if (local / "adapter_config.json").is_file():
-        return None
-    config = local / "config.json"
-    if not config.is_file():
-        return f"a model directory with a config.json (none in {local})"
-    try:
-        if not isinstance(json.loads(config.read_text()), dict):
-            return f"{config}: expected a JSON object"
-    except (ValueError, OSError) as exc:
-        return f"{config} is not readable JSON ({str(exc)[:80]})"
-    shards = sorted(local.glob("*.safetensors"))
-    index = local / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            named = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (ValueError, OSError, KeyError, TypeError, AttributeError):
-            return f"{index} is not a readable weight index"
-        missing = [n for n in named if not (local / n).is_file()]
-        if missing:
-            return f"{index} names {missing[0]}, which is not in {local}"
-    if not shards and not any(local.glob("pytorch_model*.bin")):
-        return f"a model directory with weights (no *.safetensors or pytorch_model*.bin in {local})"
-    from safetensors import safe_open
-
-    for shard in shards:
-        try:
-            with safe_open(str(shard), "pt") as f:
-                f.keys()
-        except Exception as exc:  # noqa: BLE001 - truncated, empty or not safetensors
-            return f"{shard.name} is not a complete safetensors file ({str(exc).splitlines()[0][:80]})"
-    tokenizer = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-    if not any((local / name).is_file() for name in tokenizer):
-        return f"a model directory with a tokenizer (none of {', '.join(tokenizer)} in {local})"
-    return None
-
-
 def _check_paths(cfg: Config) -> Iterable[str]:
-    why = _model_dir_ok(cfg.model.path)
+    why = model_path_problem(cfg.model.path)
     if why:
         yield _line("model.path", cfg.model.path, why)
     ckpt = cfg.warm_start.checkpoint

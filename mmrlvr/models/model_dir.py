@@ -1,0 +1,75 @@
+"""Whether `model.path` names something loadable, read from the files alone (no model loads, no
+network): the check validation runs on `model.path` before anything heavy, kept beside the loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def model_path_problem(path: str) -> str | None:
+    """Why `path` is neither the embedded model, a local directory nor a hub name, else None."""
+    if path == "tiny":
+        return None
+    if path.startswith("tiny:"):
+        from mmrlvr.models.families import tiny_model_type
+
+        try:
+            tiny_model_type(path)
+        except ValueError as exc:
+            return str(exc).split(": ", 1)[1]
+        return None
+    local = Path(path).expanduser()
+    if local.exists():
+        return model_dir_problem(local) if local.is_dir() else "a model directory, not a file"
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    expected = "'tiny' (or 'tiny:<model_type>'), an existing local directory or a hub name (owner/name); no such directory"
+    try:
+        validate_repo_id(path)
+    except HFValidationError:
+        return expected
+    if "/" not in path:  # every image-text-to-text model on the hub is owner/name
+        hint = " (did you mean 'tiny'?)" if path.lower().startswith("tiny") else ""
+        return f"{expected}{hint}"
+    return None
+
+
+def model_dir_problem(local: Path) -> str | None:
+    """What a local model directory lacks to load (config, weights, tokenizer), read from its
+    files' headers only; None when complete. A LoRA adapter directory names its base instead."""
+    import json
+
+    if (local / "adapter_config.json").is_file():
+        return None
+    config = local / "config.json"
+    if not config.is_file():
+        return f"a model directory with a config.json (none in {local})"
+    try:
+        if not isinstance(json.loads(config.read_text()), dict):
+            return f"{config}: expected a JSON object"
+    except (ValueError, OSError) as exc:
+        return f"{config} is not readable JSON ({str(exc)[:80]})"
+    shards = sorted(local.glob("*.safetensors"))
+    index = local / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            named = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, OSError, KeyError, TypeError, AttributeError):
+            return f"{index} is not a readable weight index"
+        missing = [n for n in named if not (local / n).is_file()]
+        if missing:
+            return f"{index} names {missing[0]}, which is not in {local}"
+    if not shards and not any(local.glob("pytorch_model*.bin")):
+        return f"a model directory with weights (no *.safetensors or pytorch_model*.bin in {local})"
+    from safetensors import safe_open
+
+    for shard in shards:
+        try:
+            with safe_open(str(shard), "pt") as f:
+                f.keys()
+        except Exception as exc:  # noqa: BLE001 - truncated, empty or not safetensors
+            return f"{shard.name} is not a complete safetensors file ({str(exc).splitlines()[0][:80]})"
+    tokenizer = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+    if not any((local / name).is_file() for name in tokenizer):
+        return f"a model directory with a tokenizer (none of {', '.join(tokenizer)} in {local})"
+    return None
