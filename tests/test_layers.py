@@ -14,14 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
     # settings and plain records every layer reads
-    {"types", "config", "config_efficiency", "config_limits", "config_methods", "registry", "jsonl"},
+    {"types", "config", "config_efficiency", "config_limits", "config_methods", "config_rollout", "registry", "jsonl"},
     # data in, models, verifiers, RL math: none knows about training
     {"data", "models", "verifiers", "algos"},
     # task definitions (built from data + verifiers); viz draws what the layers below produce
     # (a leaf for notebooks: it never imports training code)
     {"tasks", "viz"},
     {"rollout"},
-    {"validate", "validate_rules", "validate_bounds"},  # checks a whole config (tasks, verifiers, algos) before training
+    {"validate", "validate_rules", "validate_bounds", "validate_task"},  # checks a whole config (tasks, verifiers, algos) before training
     {"plan"},  # sizes a validated config's memory from its model's config alone (`mmrlvr plan`)
     {"train"},
     # the user-facing edge; config_docs renders `mmrlvr config --show`, task arguments included

@@ -189,8 +189,11 @@ def test_no_grad_forwards_pad_to_the_rank_that_needs_most(tiny_dir, monkeypatch)
     calls: list = []
     real = learner_mod.rows_logprobs
     monkeypatch.setattr(learner_mod, "rows_logprobs", lambda m, b, rows, *a, **k: calls.append(list(rows)) or real(m, b, rows, *a, **k))
-    monkeypatch.setattr(learner_mod, "rank_world", lambda: (0, 2))
-    monkeypatch.setattr(learner_mod, "all_max", lambda x: x + 2)
+    from mmrlvr.train import forward_rows as rows_mod
+
+    for mod in (learner_mod, rows_mod):  # the plan's padding (forward_rows) and the forwards' (learner)
+        monkeypatch.setattr(mod, "rank_world", lambda: (0, 2))
+        monkeypatch.setattr(mod, "all_max", lambda x: x + 2)
     padded = learner_mod.batch_logprobs(model, batch, cfg, suppress)
     assert calls == [*plan, [3], [3]]  # the spare forwards take the shortest row (1 token)
     torch.testing.assert_close(padded, alone, rtol=0, atol=0)
@@ -213,7 +216,7 @@ def test_a_row_above_the_budget_runs_alone_and_is_reported_once(tiny_dir, caplog
     cfg = _cfg("grpo", "train.prompt_once=false", budget=53)  # rows cost 48 + their longest completion
     batch, suppress = _batch(model, processor, cfg)
     model.train()
-    with caplog.at_level("WARNING", logger="mmrlvr.train.learner"):
+    with caplog.at_level("WARNING", logger="mmrlvr.train.forward_rows"):
         plan = learner_mod.forward_rows(model, batch, cfg, suppress)
         learner_mod.forward_rows(model, batch, cfg, suppress)
     # two rows cost at least 2 x (48 + 1): every row alone; those of 6-8 tokens (54-56) above the budget

@@ -1,0 +1,63 @@
+"""Which rows each forward over a batch runs: `micro_batches`' packing applied to a real batch and
+model (how the model's forward pays for the prompt, a warning for a row above the budget, and
+padding to the longest rank's count under several processes so collectives stay in step)."""
+
+from __future__ import annotations
+
+import logging
+
+from mmrlvr.models.wrapping import base_model
+from mmrlvr.rollout.prefill import why_not_shared
+from mmrlvr.train.distributed import all_max, rank_world
+from mmrlvr.train.micro_batches import RowLengths, consecutive, forward_tokens, pack_rows, row_lengths
+from mmrlvr.types import RolloutBatch
+
+
+def shares_prompts(model, batch: RolloutBatch, cfg, suppress) -> bool:
+    """Whether `model`'s forward over rows that repeat a prompt runs that prompt once
+    (`train.prompt_once` where `why_not_shared` allows it): how the token budget counts prompts."""
+    inputs = batch.prompt_inputs
+    if not cfg.train.prompt_once or "_base" not in inputs:
+        return False
+    return why_not_shared(base_model(model), inputs, True, suppress) is None
+
+
+def batch_lengths(model, batch: RolloutBatch, cfg, suppress) -> RowLengths:
+    """The rows' lengths as a forward of `model` pays for them (`micro_batches.forward_tokens`)."""
+    return row_lengths(batch.prompt_inputs, batch.completion_mask, shares_prompts(model, batch, cfg, suppress))
+
+
+def cheapest_row(lengths: RowLengths, rows) -> int:
+    """The row of `rows` with the shortest completion: what a zero-weight pass runs."""
+    return min(rows, key=lambda r: (lengths.completion[r], r))
+
+
+_over_budget_warned: set[int] = set()
+
+
+def warn_over_budget(lengths: RowLengths, micros: list, budget: int) -> None:
+    """Say once per budget that a row alone computes more than `train.micro_batch_tokens` (it then
+    runs as a micro-batch of its own, above the budget: a row cannot be split)."""
+    over = [forward_tokens(lengths, mb)[0] for mb in micros if mb and len(mb) == 1]
+    worst = max((t for t in over if t > budget), default=0)
+    if worst and budget not in _over_budget_warned:
+        _over_budget_warned.add(budget)
+        logging.getLogger(__name__).warning(
+            "train.micro_batch_tokens=%d: a row of %d tokens (prompt width %d + completion) runs alone, above "
+            "the budget; raise the budget or lower rollout.max_new_tokens / model.max_pixels", budget, worst, lengths.width)
+
+
+def forward_rows(model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> list[list[int] | None]:
+    """Rows of each no-grad forward over the whole batch: `micro` consecutive rows at a time
+    (default all), or packed by `train.micro_batch_tokens`. With a budget and several processes,
+    None entries pad the list to the longest rank's (a forward whose result nobody reads)."""
+    n = batch.completion_ids.shape[0]
+    budget = cfg.train.micro_batch_tokens
+    if budget is None:
+        return consecutive(n, micro or n)
+    lengths = batch_lengths(model, batch, cfg, suppress)
+    chunks: list = pack_rows(lengths, range(n), budget)
+    warn_over_budget(lengths, chunks, budget)
+    if rank_world()[1] > 1:
+        chunks += [None] * (int(all_max(len(chunks))) - len(chunks))
+    return chunks
