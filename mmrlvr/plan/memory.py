@@ -146,6 +146,11 @@ def update_phase(cfg, s: ModelShape, geo: Geometry, hw: Hardware, algo) -> dict[
     if hw.launcher == "ddp":
         out["ddp_buckets"] = trainable * b  # DDP's flat gradient buckets for the all-reduce
     rows = micro_rows(cfg, geo, algo, hw.gpus, hw.launcher)
+    mini_rows = math.ceil(math.ceil(geo.rows / hw.gpus) / max(1, algo.mini_batches))
+    if b < 4 and div["grads"] == 1 and rows < mini_rows:
+        # MasterWeights (one process, DDP): from the second micro-batch on, the float32 sum on the
+        # masters and this backward's bf16 gradients are both held until it ends
+        out["micro_batch_gradients"] = trainable * b
     act = update_activation_bytes(s, _forward(cfg, geo, rows, geo.completion, hw.launcher))
     out["activations"] = act["peak"]
     return out

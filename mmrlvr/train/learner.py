@@ -272,8 +272,6 @@ class Learner:
             order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
             for mb in [mb for mb in torch.tensor_split(order, algo.mini_batches) if len(mb)]:
                 self._minibatch(batch, tg, mb, needed, stats)
-                if self.masters is not None:  # the all-reduced bf16 gradients -> the float32 masters
-                    self.masters.take_grads()
                 grad_norm = self.accelerator.clip_grad_norm_(self._stepped(), self.cfg.train.max_grad_norm)
                 # the norm is of the reduced gradients, so every rank takes the same decision;
                 # DeepSpeed returns none here and skips overflowing steps itself
@@ -330,6 +328,7 @@ class Learner:
                 spare = [cheapest_row(tg.lengths, mb.tolist())]
                 loss, _, _ = self._micro_loss(batch, spare, tg, denom)
                 self.accelerator.backward(loss * 0.0)
+                self._take_grads()
                 stats.add_pass(forward_tokens(tg.lengths, spare)[0], 0)
                 continue
             stats.add_pass(*forward_tokens(tg.lengths, rows))
@@ -337,7 +336,13 @@ class Learner:
             # DDP/FSDP/ZeRO average gradients over ranks; the loss is already divided by the
             # global denominator, so undo the average to get the global sum
             self.accelerator.backward(loss * world if world > 1 else loss)
+            self._take_grads()
             stats.add(s, float(ntok), len(rows))
+
+    def _take_grads(self) -> None:
+        """This micro-batch's (all-reduced) bf16 gradients, added onto the float32 masters."""
+        if self.masters is not None:
+            self.masters.take_grads()
 
     def _micro_loss(self, batch: RolloutBatch, rows: list[int], tg: _Targets, denom) -> tuple:
         algo = self.algo

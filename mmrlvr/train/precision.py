@@ -71,8 +71,8 @@ class MasterWeights:
     """The float32 masters of a model's trainable weights, the model itself in `dtype`.
 
     Built over a model whose trainable parameters are float32 (as the loop loads them): each such
-    parameter's float32 tensor becomes its master and the parameter gets a `dtype` copy. After the
-    backward (and DDP's all-reduce) `take_grads` moves the gradients onto the masters as float32;
+    parameter's float32 tensor becomes its master and the parameter gets a `dtype` copy. After each
+    backward (and DDP's all-reduce) `take_grads` adds the gradients onto the masters as float32;
     the optimizer (torch's AdamW over `params()`) steps the masters; `put_weights` rounds them back
     into the model. `release` ends it: the parameters hold their float32 masters again."""
 
@@ -94,9 +94,16 @@ class MasterWeights:
         return [m for _, p, m in self.pairs if p.requires_grad]
 
     def take_grads(self) -> None:
-        """Each parameter's gradient -> its master's, as float32; the parameter's is freed."""
+        """Each parameter's gradient added to its master's, as float32; the parameter's is freed.
+
+        Called after every micro-batch's backward, so a mini-batch's gradient sums in float32 (as
+        FSDP's float32 reduce dtype and DeepSpeed's bf16 optimizer sum it): summed in the bf16
+        `.grad` over 32 micro-batches it would be rounded 32 times. The optimizer's `zero_grad`
+        clears the masters' gradients between steps."""
         for _, p, m in self.pairs:
-            m.grad = None if p.grad is None else p.grad.to(torch.float32)
+            if p.grad is not None:
+                g = p.grad.to(torch.float32)
+                m.grad = g if m.grad is None else m.grad.add_(g)
             p.grad = None
 
     @torch.no_grad()

@@ -119,7 +119,8 @@ def test_sharded_launchers_plan_whole_logits(qwen3b):
     rows x T x V x (2 bytes bf16 + four float32 copies) at least, where one GPU plans 4 M-logit blocks."""
     from mmrlvr.plan.memory import plan
 
-    cfg = load_config(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml")
+    # the budget this was worked out at (the config's own is 8,192 since the bf16 gradients are planned)
+    cfg = load_config(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml", ["train.micro_batch_tokens=16384"])
     one = plan(cfg, qwen3b, Hardware(1, 80, "one"))
     fsdp = plan(cfg, qwen3b, Hardware(4, 80, "fsdp2"))
     rows = fsdp["micro_batch_rows"]
@@ -144,3 +145,20 @@ def test_processor_bound_and_vllm_share(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["phases"]["rollout"]["parts_gb"]["vllm"] == 40.0 and "vllm" not in out["phases"]["update"]["parts_gb"]
     assert not out["fits"] and any(s.startswith("rollout.vllm_gpu_memory_utilization=0.") for s in out["suggestions"])
+
+
+def test_bf16_micro_batches_plan_the_backwards_gradients_beside_the_masters_sum(qwen3b):
+    """One process in bf16: from the second micro-batch on, the float32 gradient sum on the masters
+    (4 bytes a trained parameter) and the backward's bf16 gradients (2 bytes) are held together;
+    one micro-batch per step, or float32 weights, hold no second set."""
+    from mmrlvr.plan.memory import plan, trainable_params
+
+    cfg = load_config(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml")
+    parts = plan(cfg, qwen3b, Hardware(1, 80, "one"))["phases"]["update"]["parts_gb"]
+    n = trainable_params(cfg, qwen3b)
+    assert parts["gradients"] == round(n * 4 / 1e9, 2) and parts["micro_batch_gradients"] == round(n * 2 / 1e9, 2)
+    whole = load_config(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml",
+                        ["train.micro_batch_tokens=null", "rollout.prompts_per_step=1", "rollout.group_size=2"])
+    assert "micro_batch_gradients" not in plan(whole, qwen3b, Hardware(1, 80, "one"))["phases"]["update"]["parts_gb"]
+    fp32 = load_config(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml", ["model.dtype=float32"])
+    assert "micro_batch_gradients" not in plan(fp32, qwen3b, Hardware(1, 80, "one"))["phases"]["update"]["parts_gb"]

@@ -226,3 +226,57 @@ def test_a_non_finite_gradient_leaves_the_masters_as_they_were(tiny):
     d, s, _ = _update(model, batch, cfg, suppress, adv=adv, learner=learner)
     assert s["actor/nonfinite_skipped"] == 0.0 and d.abs().max() > 0
     assert not all(torch.equal(a, b) for a, b in zip(kept, masters.params()))
+
+
+def test_micro_batch_gradients_sum_in_float32_on_the_masters():
+    """Hand-computed: a gradient of 1 then 31 of 2^-9 sum to 1 + 31/512 in float32; summed in a
+    bf16 `.grad` every 2^-9 is below half of bf16's step at 1 (2^-8) and the sum stays 1.0."""
+    from mmrlvr.train.precision import MasterWeights
+
+    layer = torch.nn.Linear(1, 1, bias=False)
+    masters = MasterWeights(layer, torch.bfloat16)
+    for g in [1.0] + [2.0 ** -9] * 31:
+        layer.weight.grad = torch.full_like(layer.weight, g)  # bf16, as one micro-batch's backward leaves it
+        masters.take_grads()
+        assert layer.weight.grad is None
+    assert masters.params()[0].grad.item() == 1 + 31 / 512
+    bf16_sum = torch.tensor(1.0, dtype=torch.bfloat16)
+    for _ in range(31):
+        bf16_sum += 2.0 ** -9
+    assert bf16_sum.item() == 1.0  # what accumulating in the parameter's own gradient would give
+
+
+def test_the_learner_moves_every_micro_batchs_gradient_onto_the_masters(tiny, monkeypatch):
+    """With 4 micro-batches per optimizer step each backward's bf16 gradient goes onto the float32
+    masters at once, so the step reads their float32 sum (not a bf16 sum rounded 4 times)."""
+    import copy
+
+    from accelerate import Accelerator
+
+    from mmrlvr.train.learner import Learner
+    from mmrlvr.train.precision import MasterWeights
+    from tests.train.test_nonfinite import _setup, _update
+
+    model, batch, cfg, suppress = _setup(tiny, "algo.grad_accum=4")
+    model = copy.deepcopy(model).train()
+    masters = MasterWeights(model, torch.bfloat16)
+    opt = torch.optim.SGD(masters.params(), lr=1e-3)
+    backwards, taken, at_step = [], [], []
+    accelerator = Accelerator(cpu=True)
+    real_backward, real_take, real_clip = accelerator.backward, masters.take_grads, accelerator.clip_grad_norm_
+    monkeypatch.setattr(accelerator, "backward", lambda loss: backwards.append(1) or real_backward(loss))
+
+    def take():
+        taken.append([torch.zeros_like(m) if p.grad is None else p.grad.float() for _, p, m in masters.pairs])
+        real_take()
+
+    monkeypatch.setattr(masters, "take_grads", take)
+    # what the step reads, before clipping scales it
+    monkeypatch.setattr(accelerator, "clip_grad_norm_",
+                        lambda ps, c: at_step.append([m.grad.clone() for m in masters.params()]) or real_clip(ps, c))
+    learner = Learner(cfg, model, opt, accelerator, suppress, masters=masters)
+    _update(model, batch, cfg, suppress, learner=learner)
+    assert len(backwards) == 4 and len(taken) == 4 and len(at_step) == 1
+    expected = [sum(parts) for parts in zip(*taken)]  # float32 sums of the four bf16 gradients
+    for got, want in zip(at_step[0], expected):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
