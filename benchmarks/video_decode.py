@@ -51,10 +51,9 @@ def _worker(name: str, clips: list[Path]) -> dict:
             out, _ = load_video(path, nframes=NFRAMES, max_pixels=MAX_PIXELS if name.endswith("max_pixels") else None)
         frames += len(out)
     seconds = time.perf_counter() - t0
-    import resource
+    from common import peak_rss_mb
 
-    return {"contender": name, "seconds": seconds, "frames": frames,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    return {"contender": name, "seconds": seconds, "frames": frames, "peak_rss_mb": peak_rss_mb()}
 
 
 def summarize(runs: dict[str, list[dict]]) -> list[dict]:
