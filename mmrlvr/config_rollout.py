@@ -40,6 +40,11 @@ class RolloutConfig:
     server_timeout: float = 600.0
     """vllm_server: seconds one request (a generation or a weight sync) may take before the run stops with one
     line; the start-up probe waits at most min(10, this)."""
+    weight_sync: str = "auto"
+    """vllm_server: how the weights reach the server after each update. auto (the platform chooses): a NCCL broadcast
+    into the server's vLLM worker when the policy is on a GPU (as TRL and verl do), else a safetensors file in shared
+    memory for a server on this machine, else the file uploaded in the request body. file, upload and broadcast force
+    one (broadcast on the CPU runs over gloo and needs a loopback server_url)."""
     async_steps: int = 0
     """vllm_server: 0 samples each step with the current weights; 1 generates step t+1's batch with the weights of step
     t-1 while step t's update runs (one step off-policy; algo.rollout_correction then defaults to token_tis)."""

@@ -64,6 +64,7 @@ RULES: list[Rule] = [
     Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
     Rule("rollout.engine", one_of(*ENGINES), "hf, vllm or vllm_server"),
     Rule("rollout.server_timeout", above(0), "a finite number of seconds > 0"),
+    Rule("rollout.weight_sync", one_of("auto", "file", "upload", "broadcast"), "auto, file, upload or broadcast"),
     Rule("rollout.async_steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v in (0, 1),
          "0 (synchronous) or 1 (one step off-policy)"),
     Rule("rollout.sampler", one_of("inverse_cdf", "multinomial"), "inverse_cdf or multinomial"),

@@ -7,17 +7,19 @@ same seeds, temperature, top-p/top-k, stop ids); the server adds the allowed ids
 log-probs. What comes back is checked (`server_wire.decode_outputs`) and assembled exactly as the
 colocated engine assembles vLLM's outputs (`vllm_inputs.rollout_output`).
 
-Weight sync after each update: the policy's weights (LoRA merged, `weight_names.sync_pairs`) as
-one safetensors file, written to shared memory and loaded by path when the server is on this
-machine (its address is loopback), or uploaded in the request body otherwise; the server then
-resets its prefix and encoder caches. Between GPUs TRL and verl broadcast over NCCL instead; that
-path is not built here (docs/how-to/vllm.md).
+Weight sync after each update (`rollout.weight_sync`, chosen by the platform under `auto`): the
+policy's weights (LoRA merged, `weight_names.sync_pairs`) are broadcast over NCCL into the
+server's vLLM worker when they live on a GPU, as TRL and verl do (`weight_channel`, a two-rank
+group of its own); on the CPU they travel as one safetensors file, written to shared memory and
+loaded by path when the server is on this machine (its address is loopback), or uploaded in the
+request body otherwise. The server then resets its prefix and encoder caches.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import urllib.parse
 from typing import Sequence
 
@@ -25,6 +27,7 @@ from mmrlvr.data.collate import prompt_texts
 from mmrlvr.rollout.hf import RolloutOutput, stop_token_ids, vision_token_ids
 from mmrlvr.rollout.server_http import RolloutServerError, call
 from mmrlvr.rollout.server_wire import decode_outputs, encode_request
+from mmrlvr.rollout import weight_channel
 from mmrlvr.rollout.vllm_inputs import (
     model_vocab_size, processor_kwargs, request_seeds, rollout_output, sampling_fields, vllm_request,
 )
@@ -32,6 +35,17 @@ from mmrlvr.rollout.weight_names import sync_pairs
 from mmrlvr.types import Completion, Sample
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+WEIGHT_SYNCS = ("auto", "file", "upload", "broadcast")
+
+
+def weight_transport(setting: str, device, local: bool) -> str:
+    """How weights reach the server: `auto` broadcasts from a GPU (NCCL), else writes a file in shared
+    memory for a server on this machine, else uploads it; any other setting is taken as it is."""
+    if setting != "auto":
+        return setting
+    if weight_channel.channel_backend(device) == "nccl":
+        return "broadcast"
+    return "file" if local else "upload"
 
 
 def info_mismatches(info: dict, *, model_type: str, vocab_size: int, suppress_ids, pixel_kwargs: dict, dtype: str | None) -> list[str]:
@@ -54,7 +68,11 @@ class ServerRolloutEngine:
     `synced_version` the one the last `sync_weights` made (the learner's current weights)."""
 
     def __init__(self, url: str, processor, model_config, *, timeout: float = 600.0, dtype: str | None = None,
-                 generation_config=None):
+                 generation_config=None, weight_sync: str = "auto"):
+        if weight_sync not in WEIGHT_SYNCS:
+            raise ValueError(f"rollout.weight_sync: expected one of {', '.join(WEIGHT_SYNCS)}, got {weight_sync!r}")
+        self.weight_sync = weight_sync
+        self._channel = None  # the broadcast group, opened at the first broadcast sync
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
         self.processor = processor
@@ -98,21 +116,12 @@ class ServerRolloutEngine:
 
         With several training processes every rank gathers the weights (a collective under FSDP)
         but rank 0 alone sends them; the others wait for it and read the new policy version."""
-        from safetensors.torch import save_file
-
-        tensors = {n: t.detach().cpu().contiguous().clone() for n, t in sync_pairs(model)}
+        pairs = [(n, t.detach()) for n, t in sync_pairs(model)]
+        device = pairs[0][1].device if pairs else "cpu"
         rank, world = _rank_world()
         if rank == 0:
-            root = "/dev/shm" if os.path.isdir("/dev/shm") else None
-            with tempfile.TemporaryDirectory(prefix="mmrlvr-sync-", dir=root) as d:
-                file = os.path.join(d, "model.safetensors")
-                save_file(tensors, file)
-                os.chmod(d, 0o755)  # the server may run as another user on this machine
-                if self.local:
-                    answer = call(self.url, "/update_weights", {"path": d}, timeout=self.timeout)
-                else:
-                    with open(file, "rb") as f:
-                        answer = call(self.url, "/update_weights_upload", timeout=self.timeout, data=f.read())
+            transport = weight_transport(self.weight_sync, device, self.local)
+            answer = self._broadcast(pairs) if transport == "broadcast" else self._send_file(pairs, transport)
         if world > 1:
             import torch.distributed as dist
 
@@ -120,6 +129,67 @@ class ServerRolloutEngine:
         if rank != 0:
             answer = call(self.url, "/health", timeout=self.timeout)
         self.version = self.synced_version = int(answer.get("version", self.version + 1))
+
+    def _send_file(self, pairs, transport: str) -> dict:
+        """One safetensors file: loaded by path from shared memory (`file`) or sent as the body (`upload`)."""
+        from safetensors.torch import save_file
+
+        tensors = {n: t.cpu().contiguous().clone() for n, t in pairs}
+        root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        with tempfile.TemporaryDirectory(prefix="mmrlvr-sync-", dir=root) as d:
+            file = os.path.join(d, "model.safetensors")
+            save_file(tensors, file)
+            os.chmod(d, 0o755)  # the server may run as another user on this machine
+            if transport == "file":
+                return call(self.url, "/update_weights", {"path": d}, timeout=self.timeout)
+            with open(file, "rb") as f:
+                return call(self.url, "/update_weights_upload", timeout=self.timeout, data=f.read())
+
+    def _broadcast(self, pairs) -> dict:
+        """Broadcast the tensors into the server's worker over the weight channel (opened once)."""
+        device = pairs[0][1].device if pairs else "cpu"
+        if self._channel is None:
+            backend = weight_channel.channel_backend(device)
+            answer = call(self.url, "/weight_channel", {"backend": backend, "timeout": self.timeout},
+                          timeout=self.timeout)
+            host = urllib.parse.urlsplit(self.url).hostname
+            store = weight_channel.join_store(host, int(answer["port"]), self.timeout)
+            self._channel = _alongside(lambda: call(self.url, "/weight_channel/join", {}, timeout=self.timeout),
+                                       lambda: weight_channel.open_group(store, weight_channel.CLIENT_RANK, backend,
+                                                                         self.timeout, host))[1]
+        spec = weight_channel.spec_of(pairs)
+        try:
+            return _alongside(lambda: call(self.url, "/update_weights_channel", {"spec": spec}, timeout=self.timeout),
+                              lambda: weight_channel.send(self._channel, pairs))[0]
+        except BaseException:
+            self._channel = None  # a broken broadcast leaves the group unusable: the next sync reopens it
+            raise
+
+
+def _alongside(request, local):
+    """Run `request` (an HTTP call the server answers after its side of a collective) in a thread
+    while `local` (this side of it) runs here; returns both results, raising the request's error first."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["answer"] = request()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        mine = local()
+    except BaseException:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        raise
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["answer"], mine
 
 
 def _rank_world() -> tuple[int, int]:

@@ -13,6 +13,11 @@ Endpoints (JSON):
 - POST /update_weights    {"path": DIR}: load DIR/model.safetensors (a client on this machine wrote
                           it in shared memory), then reset the prefix and encoder caches
 - POST /update_weights_upload  the safetensors file as the body (a client on another machine)
+- POST /weight_channel    {"backend": "nccl"|"gloo"} -> {"port": p}: host the broadcast group's store
+- POST /weight_channel/join   join that group (the client joins at the same time)
+- POST /update_weights_channel  {"spec": [[name, dtype, shape], ...]}: receive the client's broadcast
+                          of those tensors in vLLM's worker and load them, then reset the caches
+                          (`mmrlvr.rollout.weight_channel`; NCCL between GPUs, gloo on a loopback CPU)
 
 Requests are served one at a time (a lock): a weight update never lands inside a generation.
 The policy version counts weight updates since the server started (0: the directory's weights).
@@ -44,14 +49,16 @@ def build_engine(args):
     return VLLMRolloutEngine(path, processor, model_config, dtype=args.dtype,
                              gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
                              sleep=False, seed=args.seed, enforce_eager=args.enforce_eager,
-                             max_num_batched_tokens=args.max_num_batched_tokens)
+                             max_num_batched_tokens=args.max_num_batched_tokens,
+                             worker_extension_cls="mmrlvr.rollout.vllm_channel.WeightChannelExtension")
 
 
 class RolloutService:
     """The endpoints' logic, apart from HTTP (tests drive it directly too)."""
 
-    def __init__(self, engine, model_path: str, dtype: str):
+    def __init__(self, engine, model_path: str, dtype: str, host: str = "127.0.0.1"):
         self.engine = engine
+        self.host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # gloo binds a concrete address
         self.model_path = model_path
         self.dtype = dtype
         self.version = 0
@@ -83,6 +90,36 @@ class RolloutService:
             raise ValueError(f"no model.safetensors in {path}")
         with self.lock:
             self.engine.load_pairs(load_file(file).items())
+            self.version += 1
+            return {"version": self.version}
+
+    def channel_store(self, payload: dict) -> dict:
+        """Host the broadcast group's store in the worker; the client joins it at the port returned."""
+        backend = str(payload.get("backend", ""))
+        if backend not in ("nccl", "gloo"):
+            raise ValueError(f"backend: expected nccl or gloo, got {backend!r}")
+        timeout = float(payload.get("timeout", 600.0))
+        self._channel = (backend, timeout)
+        with self.lock:
+            port = self.engine.llm.collective_rpc("mmrlvr_channel_store", args=(self.host, timeout))[0]
+        return {"port": int(port)}
+
+    def channel_join(self) -> dict:
+        backend, timeout = getattr(self, "_channel", (None, None))
+        if backend is None:
+            raise ValueError("no weight channel is open: POST /weight_channel first")
+        with self.lock:
+            self.engine.llm.collective_rpc("mmrlvr_channel_join", args=(backend, timeout, self.host))
+        return {"joined": True}
+
+    def update_from_channel(self, payload: dict) -> dict:
+        spec = payload.get("spec")
+        if not isinstance(spec, list) or not all(isinstance(e, list) and len(e) == 3 for e in spec):
+            raise ValueError("spec: expected a list of [name, dtype, shape]")
+        with self.lock:
+            self.engine._wake()
+            self.engine.llm.collective_rpc("mmrlvr_channel_receive", args=(spec,))
+            self.engine.reset_caches()
             self.version += 1
             return {"version": self.version}
 
@@ -127,6 +164,18 @@ def build_app(service: RolloutService):
     async def update_weights_upload(request: Request):
         return await guarded(service.update_from_bytes, await request.body())
 
+    @app.post("/weight_channel")
+    async def weight_channel(request: Request):
+        return await guarded(service.channel_store, await request.json())
+
+    @app.post("/weight_channel/join")
+    async def weight_channel_join():
+        return await guarded(service.channel_join)
+
+    @app.post("/update_weights_channel")
+    async def update_weights_channel(request: Request):
+        return await guarded(service.update_from_channel, await request.json())
+
     return app
 
 
@@ -137,7 +186,7 @@ def serve(args) -> int:
     import uvicorn
 
     engine = build_engine(args)
-    service = RolloutService(engine, args.model, args.dtype)
+    service = RolloutService(engine, args.model, args.dtype, host=args.host)
     app = build_app(service)
     print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

@@ -51,7 +51,8 @@ class VLLMRolloutEngine:
     def __init__(self, model_path: str, processor, model_config, *, gpu_memory_utilization: float = 0.3,
                  max_model_len: int | None = None, dtype: str = "bfloat16", sleep: bool | None = None,
                  seed: int = 0, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
-                 limit_mm_per_prompt: dict | None = None, llm=None, generation_config=None):
+                 limit_mm_per_prompt: dict | None = None, llm=None, generation_config=None,
+                 worker_extension_cls: str | None = None):
         import torch.distributed as dist
 
         self.processor = processor
@@ -85,6 +86,7 @@ class VLLMRolloutEngine:
                 limit_mm_per_prompt=limit_mm_per_prompt or {"image": 4, "video": 1},
                 mm_processor_kwargs=processor_kwargs(processor) or None,
                 distributed_executor_backend="external_launcher" if colocated else None,
+                **({"worker_extension_cls": worker_extension_cls} if worker_extension_cls else {}),
             )
         self.sleep_enabled = bool(sleep)
         self.llm = llm

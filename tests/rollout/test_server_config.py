@@ -67,6 +67,8 @@ def test_async_steps_and_timeout_values():
     assert _server_lines(async_steps=2) == ["rollout.async_steps=2: expected 0 (synchronous) or 1 (one step off-policy)"]
     assert _server_lines(async_steps=True) == ["rollout.async_steps=True: expected 0 (synchronous) or 1 (one step off-policy)"]
     assert _server_lines(server_timeout=0) == ["rollout.server_timeout=0: expected a finite number of seconds > 0"]
+    assert _server_lines(weight_sync="nccl") == [
+        "rollout.weight_sync='nccl': expected auto, file, upload or broadcast"]
     assert _server_lines(engine="vllm_sever") == ["rollout.engine='vllm_sever': expected hf, vllm or vllm_server"]
     assert _server_lines() == []
 

@@ -96,3 +96,25 @@ def test_a_sync_uploaded_in_the_request_body_reaches_the_server(engine_and_model
     engine.sync_weights(changed)
     samples = [_image_q("Count.", (1, 1, 1)), Sample("t", ({"role": "user", "content": [{"type": "text", "text": "Hi"}]},), 0)]
     assert _error(engine, changed, samples) < 1e-3
+
+
+@pytest.mark.parametrize("part", ["all", "vision"])
+def test_a_sync_broadcast_over_the_weight_channel_reaches_the_server(engine_and_model, part, tmp_path):
+    """The path a GPU policy takes (NCCL there; gloo on this CPU): the tensors are broadcast into
+    the server's vLLM worker and loaded there, then its caches are reset; the channel opened at the
+    first broadcast carries the next ones too. `vision`: the images' embeddings were cached by the
+    old weights, so the encoder cache must be dropped for the new ones to show."""
+    engine, model = engine_and_model
+    engine.weight_sync = "broadcast"
+    msgs = ({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": "What happens?"}]},)
+    samples = [_image_q("Count.", (4, 5, 6)), Sample("v", msgs, 0, videos=(VideoRef(_clip(tmp_path / "c.mp4"), fps=3.0),))]
+    params = (lambda m: m.model.visual.parameters()) if part == "vision" else (lambda m: m.parameters())
+    assert _error(engine, model, samples) < 1e-3
+    version = engine.version
+    for k, seed in enumerate((6, 7)):
+        changed = _perturbed(model, params, 0.3 if part == "vision" else 0.05, seed=seed)
+        engine.sync_weights(changed)
+        assert engine.version == version + k + 1
+        err = _error(engine, changed, samples)
+        print(f"broadcast sync {k + 1} ({part}): sampler vs learner max |log-prob error| {err:.2e}")
+        assert err < 1e-3
