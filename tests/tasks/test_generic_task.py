@@ -81,3 +81,13 @@ def test_settings_and_columns_are_named_before_any_row_is_built(tmp_path):
     cfg = load_config("configs/generic_tiny.yaml", ["task.args.columns.imgae=photo"])
     assert config_errors(cfg) == ["task.args.columns.imgae='photo': not a column key of task 'generic'; known: prompt, "
                                   "question, image, video, answer, id"]
+
+
+def test_a_template_that_asks_for_no_answer_format_is_named_for_the_generic_verifier(tmp_path):
+    tpl = tmp_path / "t.jinja"
+    tpl.write_text("{{ question }} Reply with a number.")  # the `number` verifier reads <answer> (or \boxed, ...)
+    cfg = load_config("configs/generic_tiny.yaml", [f"task.args.prompt_template={tpl}"])
+    assert config_errors(cfg) == [f"task.args.prompt_template={str(tpl)!r}: a template that asks for the answer format: "
+                                  "verifier 'number' needs <answer> (or \\boxed{}, or 'answer is')"]
+    tpl.write_text("{{ question }} Give the number inside <answer></answer>.")
+    assert config_errors(cfg) == []
