@@ -1,4 +1,4 @@
-"""generic: any rows with a prompt or question, images and/or videos and a reference, scored by a named verifier.
+"""Any rows with a prompt or question, images and/or videos and a reference, scored by the verifier you name.
 
 For data shapes no task module covers: each row's `prompt` (the whole user text, as in TRL) or
 `question` (plus the `template` instruction, or your `prompt_template`), its images (`<image>`
@@ -22,6 +22,7 @@ from mmrlvr.data.video import VideoRef
 from mmrlvr.types import Sample
 
 VERIFIERS = ()  # none of its own: task.args.verifier scores every row
+REQUIRED_ARGS = ("data", "verifier")  # listed as required by `mmrlvr tasks`; arg_problems names them
 
 COLUMNS = {
     "prompt": ["prompt"],

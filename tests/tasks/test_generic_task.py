@@ -91,3 +91,11 @@ def test_a_template_that_asks_for_no_answer_format_is_named_for_the_generic_veri
                                   "verifier 'number' needs <answer> (or \\boxed{}, or 'answer is')"]
     tpl.write_text("{{ question }} Give the number inside <answer></answer>.")
     assert config_errors(cfg) == []
+
+
+def test_mmrlvr_tasks_lists_data_and_verifier_as_required(capsys):
+    from mmrlvr.cli import main
+
+    assert main(["tasks", "generic"]) == 0
+    out = capsys.readouterr().out
+    assert "  data = (required)\n  verifier = (required)\n" in out and "  video_root = None" in out
