@@ -80,6 +80,10 @@ def _check_task_args(cfg: Config) -> Iterable[str]:
 
         if args["template"] not in TEMPLATES:
             yield _line("task.args.template", args["template"], f"one of {', '.join(TEMPLATES)}")
+    own = getattr(module, "arg_problems", None)  # a task's own checks of its settings (generic: verifier, data)
+    if callable(own):
+        for key, value, why in own(args):
+            yield _line(key, value, why)
     yield from _check_prompt_formats(cfg, module, args)
     teacher = getattr(module, "teacher_problem", None)
     if cfg.warm_start.steps > 0 and not cfg.warm_start.checkpoint and callable(teacher):

@@ -21,9 +21,12 @@ def task_names() -> list[str]:
 
 
 def arguments(module) -> dict:
-    """{argument: default} of a task's build(), `inspect.Parameter.empty` for required ones."""
+    """{argument: default} of a task's build(), `inspect.Parameter.empty` for required ones (also
+    those a task lists in `REQUIRED_ARGS`: defaulting to None so that the task, not a TypeError,
+    names them when missing)."""
     params = inspect.signature(module.build).parameters
-    return {n: p.default for n, p in params.items()
+    required = set(getattr(module, "REQUIRED_ARGS", ()))
+    return {n: inspect.Parameter.empty if n in required else p.default for n, p in params.items()
             if n not in FIXED and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from mmrlvr.data.media import VideoRef
 from mmrlvr.data.prompts import prompt_spec, task_messages
-from mmrlvr.jsonl import iter_jsonl
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
+from mmrlvr.tasks._rows import mapping, read_mapped_rows
 from mmrlvr.types import Sample
 
 VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
@@ -26,26 +26,12 @@ ANSWER_FORMAT = "Answer with the option's letter as <answer>X</answer>."
 DEFAULT_ANNOTATIONS = str(Path(__file__).resolve().parents[1].parent / "shared" / "data" / "video_qa_nextqa" / "val_temporal_sample.jsonl")
 
 
-def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    """(line number, row) of a JSONL (or, by suffix, CSV) file; a bad line or a missing field names
-    file:line. NExT-QA ships CSV (`val.csv`); the shared sample is JSONL with the same fields."""
-    rows = []
-    if str(path).lower().endswith(".csv"):
-        import csv
-
-        with open(path, newline="") as f:
-            for n, row in enumerate(csv.DictReader(f), 2):  # line 1 is the header
-                missing = [k for k in required if not row.get(k)]
-                if missing:
-                    raise ValueError(f"{path}:{n}: missing field {missing[0]!r}")
-                rows.append((n, row))
-        return rows
-    for n, row in iter_jsonl(path):
-        missing = [k for k in required if k not in row] if isinstance(row, dict) else ["(not an object)"]
-        if missing:
-            raise ValueError(f"{path}:{n}: missing field {missing[0]!r}")
-        rows.append((n, row))
-    return rows
+COLUMNS = {
+    "video": ["video"], "question": ["question"], "answer": ["answer"],
+    **{f"a{i}": [f"a{i}"] for i in range(5)},
+    "type": ["type"], "id": ["qid"], "prompt": ["prompt"],  # optional
+}
+REQUIRED = ("video", "question", "answer", *[f"a{i}" for i in range(5)])
 
 
 def index_videos(video_dir: str | Path) -> dict[str, Path]:
@@ -69,7 +55,7 @@ def build(split: str, size: int, seed: int, video_dir: str | None = None, data: 
           nframes: int = 16, max_pixels: int | None = None, holdout_frac: float | None = None,
           max_bad_frac: float | None = None, skip_missing: bool = False, annotations: str | None = None,
           eval_frac: float | None = None, prompt_template: str | None = None,
-          system_prompt: str | None = None) -> list[Sample]:
+          system_prompt: str | None = None, columns: dict | None = None) -> list[Sample]:
     """Up to `size` questions of the split whose videos are in `video_dir`.
 
     A bad row (missing video, answer not an index 0-4) is skipped and reported, as image rows are,
@@ -77,7 +63,8 @@ def build(split: str, size: int, seed: int, video_dir: str | None = None, data: 
     under `video_dir` (a partial download) are left out without counting as bad.
     `annotations` and `eval_frac` are the deprecated names of `data` and `holdout_frac`.
     A row's `prompt` column, else `prompt_template` (fields: question, options, options_text,
-    answer_format, type), replaces the question text.
+    answer_format, type), replaces the question text. `columns` maps the fields (video, question,
+    answer, a0-a4, type, id, prompt) to the file's own column names, as the image tasks' does.
     """
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
@@ -88,14 +75,15 @@ def build(split: str, size: int, seed: int, video_dir: str | None = None, data: 
     if video_dir is None:
         raise ValueError("nextqa needs task.args.video_dir: the NExT-QA videos are not shipped with the annotations")
     videos = index_videos(video_dir)
-    rows = read_rows(data, ("video", "question", "answer", *[f"a{i}" for i in range(5)]))
+    rows = read_mapped_rows(data, mapping(COLUMNS, columns), REQUIRED, must_have=list(columns or {}))
     if skip_missing:
         rows = [(n, r) for n, r in rows if str(r["video"]) in videos]
 
     def make(n: int, row: dict) -> Sample:
         vid = str(row["video"])
         if vid not in videos:
-            raise BadRow(f"video {vid!r} not found under {video_dir}")
+            raise BadRow(f"video {vid!r} not found under {video_dir} (task.args.skip_missing: true leaves out "
+                         "rows whose video is absent)")
         try:
             answer = int(row["answer"])
         except (TypeError, ValueError):
@@ -109,7 +97,7 @@ def build(split: str, size: int, seed: int, video_dir: str | None = None, data: 
                   "answer_format": ANSWER_FORMAT, "type": row.get("type")}
         default = ({"role": "user", "content": [{"type": "video"}, {"type": "text", "text": text}]},)
         return Sample(
-            id=f"nextqa-{row.get('qid', n)}-{vid}",
+            id=f"nextqa-{row.get('id', n)}-{vid}",
             messages=task_messages(spec, default, fields, row.get("prompt")),
             reference=LETTERS[answer], verifier="choice",
             videos=(VideoRef(str(videos[vid]), nframes=nframes, max_pixels=max_pixels),),

@@ -16,13 +16,18 @@ from mmrlvr.data.frame_times import container_duration
 from mmrlvr.data.media import VideoRef
 from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
-from mmrlvr.tasks.nextqa import read_rows
+from mmrlvr.tasks._rows import mapping, read_mapped_rows
 from mmrlvr.types import Sample
 
 VERIFIERS = ('tiou',)  # what its samples are scored by (each sample's own verifier)
 
 ANSWER_FORMAT = "Answer with the start and end time in seconds as <answer>[start, end]</answer>."
 QUESTION = "When does this happen in the video: \"{query}\"? " + ANSWER_FORMAT
+COLUMNS = {
+    "video": ["video"], "query": ["query", "sentence"], "timestamp": ["timestamp"],
+    "prompt": ["prompt"],  # optional: the whole user text
+}
+REQUIRED = ("video", "timestamp")  # a row without a query is a bad row, skipped under max_bad_frac
 END_SLACK_S = 0.1
 """A segment may end this far after the clip's declared duration (annotations rounded to 0.1 s)."""
 
@@ -36,12 +41,13 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
           fps: float = 2.0, max_frames: int = 32, max_pixels: int | None = None, holdout_frac: float | None = None,
           max_bad_frac: float | None = None, annotations: str | None = None,
           eval_frac: float | None = None, prompt_template: str | None = None,
-          system_prompt: str | None = None) -> list[Sample]:
+          system_prompt: str | None = None, columns: dict | None = None) -> list[Sample]:
     """Up to `size` rows of the split; a missing video or a bad segment (one ending after the
     clip's header duration, which could never score) is a bad row (file, row), skipped and
     reported up to `max_bad_frac` (tasks/_policy.py). `annotations` and `eval_frac` are the
     deprecated names of `data` and `holdout_frac`. A row's `prompt` column, else
-    `prompt_template` (fields: query, question, answer_format), replaces the question text."""
+    `prompt_template` (fields: query, question, answer_format), replaces the question text.
+    `columns` maps the fields (video, query, timestamp, prompt) to the file's own column names."""
     if split not in ("train", "eval"):
         raise ValueError(f"unknown split {split!r}; known: train, eval")
     spec = prompt_spec("answer", prompt_template, system_prompt)  # validate before any row is read
@@ -51,12 +57,14 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
     if data is None:
         raise ValueError("temporal_grounding needs task.args.data (JSONL: video, query, timestamp)")
     root = Path(video_dir) if video_dir else Path(data).parent
+    cols = mapping(COLUMNS, columns)
+    rows = read_mapped_rows(data, cols, REQUIRED, must_have=["query", *(columns or {})])
     durations: dict = {}  # path -> seconds from the header (or None), read once per video
 
     def make(n: int, row: dict) -> Sample:
-        query = row.get("query", row.get("sentence"))
+        query = row.get("query")
         if not isinstance(query, str) or not query.strip():
-            raise BadRow("missing field 'query' (or 'sentence')")
+            raise BadRow(f"missing field {cols['query'][0]!r}" + "".join(f" (or {c!r})" for c in cols["query"][1:]))
         seg = row["timestamp"]
         if not (isinstance(seg, (list, tuple)) and len(seg) == 2 and all(isinstance(x, (int, float)) for x in seg)
                 and 0 <= seg[0] < seg[1] < float("inf")):  # [0, Infinity] could never score
@@ -81,7 +89,7 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
     def in_split(row: dict) -> bool:
         return (zlib.crc32(str(row["video"]).encode()) % 1000 < holdout * 1000) == (split == "eval")
 
-    out = rows_to_samples(data, read_rows(data, ("video", "timestamp")), make, in_split, size, max_bad_frac)
+    out = rows_to_samples(data, rows, make, in_split, size, max_bad_frac)
     if not out:
         raise ValueError(f"{data}: no rows for split {split!r}")
     return out

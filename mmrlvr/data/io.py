@@ -163,8 +163,10 @@ def _pick_split(ds, split: str, spec: str):
 
 
 def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Sequence[str]) -> dict:
-    """Task field -> existing column. Mapping values are a column or a list of candidates."""
-    out = {}
+    """Task field -> existing column. Mapping values are a column or a list of candidates.
+
+    Every `required` field without a column is named in one line, with the file's columns."""
+    out, missing = {}, {}
     for field_name, want in mapping.items():
         if not (want is None or isinstance(want, str) or
                 (isinstance(want, (list, tuple)) and all(isinstance(c, str) for c in want))):
@@ -175,10 +177,11 @@ def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Se
         if found is not None:
             out[field_name] = found
         elif field_name in required:
-            raise DataError(
-                f"{spec}: no column for {field_name!r} (looked for {', '.join(map(repr, candidates))}); "
-                f"columns: {', '.join(names)}; set task.args.columns.{field_name}"
-            )
+            missing[field_name] = f"no column for {field_name!r} (looked for {', '.join(map(repr, candidates))})"
+    if missing:
+        order = [f for f in dict.fromkeys(required) if f in missing]
+        raise DataError(f"{spec}: {'; '.join(missing[f] for f in order)}; columns: {', '.join(names)}; "
+                        f"set {', '.join(f'task.args.columns.{f}' for f in order)}")
     return out
 
 
@@ -249,7 +252,9 @@ def _refs(cell, ds, row: int, column: str, root: str | None, source: str) -> lis
         path = Path(os.path.expanduser(item))
         path = path if path.is_absolute() or root is None else Path(root) / path
         if not path.is_file():
-            raise BadRow(f"{where} file not found: {path}")
+            hint = "" if Path(os.path.expanduser(item)).is_absolute() else \
+                " (relative paths start from task.args.image_root, by default the data file's folder)"
+            raise BadRow(f"{where} file not found: {path}{hint}")
         refs.append(str(path))
     return refs
 

@@ -70,7 +70,8 @@ def format_problems(args: dict, module, rewards: list[str], eval_verifiers: list
     `prompt` column, that asks for no answer format a scoring verifier reads."""
     from mmrlvr.data.prompts import TEMPLATES, instruction, prompt_spec
 
-    used = verifiers_in_use(rewards, eval_verifiers, getattr(module, "VERIFIERS", ()))
+    own = getattr(module, "VERIFIERS", ()) or ([args["verifier"]] if isinstance(args.get("verifier"), str) else [])
+    used = verifiers_in_use(rewards, eval_verifiers, own)  # generic: task.args.verifier scores its rows
     out: list[tuple[str, object, str]] = []
     path = args.get("prompt_template")
     if path is not None:

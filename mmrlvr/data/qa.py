@@ -135,7 +135,9 @@ def load_real(split: str, size: int, seed: int, data: str, eval_data: str | None
     """Shared by the QA tasks: read the split's file, map columns, build samples, hold out eval."""
     spec = eval_data if (split == "eval" and eval_data) else data
     mapping = extra_columns(spec, {**defaults, **(columns or {})}, cache_dir)
-    source, _, rows = read_rows(spec, mapping, required=("question", "answer"), image_root=image_root,
+    # a QA row needs its image; a column the user mapped must exist (else every row would be bad)
+    required = ("question", "answer", "image", *(columns or {}))
+    source, _, rows = read_rows(spec, mapping, required=required, image_root=image_root,
                                 cache_dir=cache_dir)
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
     return build_samples(source, rows, lambda r: make(r, source, template), bad_frac(max_bad_frac, len(rows)), keep)
