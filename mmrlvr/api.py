@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from mmrlvr.config import Config, ConfigError, short, RewardTerm, _build, apply_overrides, load_config, to_dict
+from mmrlvr.config import Config, ConfigError, short, RewardTerm, _build, build_config, load_config, to_dict
 from mmrlvr.data.staged import STAGED, commit, staged_folder
 
 _LOADER = '''"""Reward callables handed to mmrlvr.run, pickled by value (written by mmrlvr.api; rerunnable).
@@ -60,7 +60,7 @@ def as_config(config: str | Path | dict | Config, overrides: Sequence[str] = ())
         config = to_dict(config)
     if not isinstance(config, dict):
         raise ConfigError(f"config: expected a YAML path, a dict or a Config, got {type(config).__name__}")
-    return _build(Config, apply_overrides(_plain(config, "config", set()), overrides), "")
+    return build_config(_plain(config, "config", set()), overrides)
 
 
 def _plain(value, where: str, seen: set):
