@@ -264,8 +264,16 @@ def run(config: str | Path | dict | Config, *, train_data=None, eval_data=None,
     `compute_score`), each a reward term of weight 1, or `(fn, weight)` pairs, added to the
     config's `rewards:`, run in the verifier pool under `verifier_timeout`. They are staged in
     `<output_dir>/.mmrlvr_inputs/` after the run lock is taken; a resume with other rows or
-    rewards is refused like a changed config.
+    rewards is refused like a changed config. Library progress bars (datasets, huggingface_hub,
+    transformers) are off while it runs: the run's own bar says what matters.
     """
+    from mmrlvr.train.quiet_bars import quiet_third_party_bars
+
+    with quiet_third_party_bars():
+        return _run(config, train_data, eval_data, rewards, overrides)
+
+
+def _run(config, train_data, eval_data, rewards, overrides) -> dict:
     from mmrlvr.train.loop import train
     from mmrlvr.train.run_dir import acquire_lock, release_lock
     from mmrlvr.validate import validate_config
