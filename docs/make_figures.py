@@ -43,8 +43,27 @@ def counting_figures(work: Path, figures: Path) -> list[Path]:
     fig = plot_curves({"quickstart (40 RL steps)": run},
                       metrics=["reward/mean", "rollout/mixed_group_frac", "eval/*/accuracy"], window=5,
                       title="tiny Qwen2.5-VL counting red shapes: GRPO after a flawed warm start")
-    return [save_figure(fig, figures / "curves.png", dpi=90), token_roles_figure(run, figures),
-            attention_figure(run, figures)]
+    png = save_figure(fig, figures / "curves.png", dpi=90)
+    return [png, figure_numbers(run, Path(png)), token_roles_figure(run, figures), attention_figure(run, figures)]
+
+
+def figure_numbers(run: Path, png: Path) -> Path:
+    """What `png` shows, as numbers, beside it (NAME.json): its sha256 and held-out accuracy per
+    evaluated step. A page that quotes accuracy beside the figure is checked against this record
+    (docs/figure_numbers.py), so a figure left over from an older run cannot sit beside newer numbers."""
+    import hashlib
+
+    points = []
+    for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        acc = [v for k, v in row.items() if k.startswith("eval/") and k.endswith("/accuracy")]
+        if acc:
+            points.append([row["step"], round(acc[0], 3)])
+    out = png.with_suffix(".json")
+    out.write_text(json.dumps({"figure": png.name, "png_sha256": hashlib.sha256(png.read_bytes()).hexdigest(),
+                               "run": "configs/quickstart.yaml, 40 RL steps, 128 held-out prompts",
+                               "eval_accuracy": points}) + "\n")
+    return out
 
 
 def attention_figure(run: Path, figures: Path) -> Path:

@@ -11,3 +11,9 @@ def __getattr__(name: str):
 
         return run
     raise AttributeError(f"module 'mmrlvr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """`dir(mmrlvr)` shows the public API (`run`), which is looked up lazily and so is not yet in
+    the module's namespace."""
+    return sorted(set(globals()) | set(__all__))

@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from mmrlvr.config import Config, ConfigError, short, RewardTerm, _build, apply_overrides, load_config, to_dict
+from mmrlvr.config import Config, ConfigError, short, RewardTerm, _build, build_config, load_config, to_dict
 from mmrlvr.data.staged import STAGED, commit, staged_folder
 
 _LOADER = '''"""Reward callables handed to mmrlvr.run, pickled by value (written by mmrlvr.api; rerunnable).
@@ -60,7 +60,7 @@ def as_config(config: str | Path | dict | Config, overrides: Sequence[str] = ())
         config = to_dict(config)
     if not isinstance(config, dict):
         raise ConfigError(f"config: expected a YAML path, a dict or a Config, got {type(config).__name__}")
-    return _build(Config, apply_overrides(_plain(config, "config", set()), overrides), "")
+    return build_config(_plain(config, "config", set()), overrides)
 
 
 def _plain(value, where: str, seen: set):
@@ -264,8 +264,16 @@ def run(config: str | Path | dict | Config, *, train_data=None, eval_data=None,
     `compute_score`), each a reward term of weight 1, or `(fn, weight)` pairs, added to the
     config's `rewards:`, run in the verifier pool under `verifier_timeout`. They are staged in
     `<output_dir>/.mmrlvr_inputs/` after the run lock is taken; a resume with other rows or
-    rewards is refused like a changed config.
+    rewards is refused like a changed config. Library progress bars (datasets, huggingface_hub,
+    transformers) are off while it runs: the run's own bar says what matters.
     """
+    from mmrlvr.train.quiet_bars import quiet_third_party_bars
+
+    with quiet_third_party_bars():
+        return _run(config, train_data, eval_data, rewards, overrides)
+
+
+def _run(config, train_data, eval_data, rewards, overrides) -> dict:
     from mmrlvr.train.loop import train
     from mmrlvr.train.run_dir import acquire_lock, release_lock
     from mmrlvr.validate import validate_config

@@ -217,9 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*(args.overrides or []), *extra]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # our own progress bars say what matters
+    from mmrlvr.train.quiet_bars import quiet_third_party_bars
     from mmrlvr.data.feed import BadMediaError
     from mmrlvr.data.io import DataError
     from mmrlvr.data.media import MediaError
@@ -228,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     from mmrlvr.verifiers.failures import BrokenRewardError
 
     try:
-        return args.fn(args)
+        with quiet_third_party_bars():  # our own progress bars say what matters
+            return args.fn(args)
     except (ConfigError, KeyError, FileNotFoundError, DataError, BadMediaError, MediaError,
             NonFiniteUpdateError, BrokenRewardError, RolloutServerError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)

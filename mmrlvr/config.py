@@ -20,6 +20,7 @@ from mmrlvr.config_efficiency import SampleEfficiencyConfig
 from mmrlvr.config_rollout import RolloutConfig
 from mmrlvr.config_methods import TemporalContrastConfig, TokenWeightingConfig  # noqa: F401 - re-exported
 from mmrlvr.config_limits import MAX_CONFIG_VALUES, check_expanded_size, short  # noqa: F401 - re-exported
+from mmrlvr.config_keys import ConfigError, _parse_value, apply_overrides, blame, did_you_mean  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -261,30 +262,6 @@ class Config:
     """Prompt replay, DBB advantages and demonstrations (all off by default)."""
 
 
-class ConfigError(ValueError):
-    """A config file or override that does not fit the schema."""
-
-
-def _parse_value(text: str) -> Any:
-    return yaml.safe_load(text) if text != "" else ""
-
-
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """Set `a.b.c=value` entries in a nested dict (values parsed as YAML scalars/lists)."""
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {short(item)} is not key=value")
-        key, value = item.split("=", 1)
-        node = raw
-        parts = key.strip().split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {key!r}: {part!r} is not a section")
-        node[parts[-1]] = _parse_value(value)
-    return raw
-
-
 def _strip_optional(tp: Any) -> Any:
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -297,15 +274,15 @@ def _build(cls: type, raw: Any, where: str) -> Any:
     if raw is None:
         return cls()
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {short(raw)}")
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {short(raw)}", where or None)
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - names, key=str)
     if unknown:
-        prefix = f"{where}." if where else ""
-        raise ConfigError(
-            f"unknown config key '{prefix}{short(unknown[0], 60).strip(chr(39))}'; known: {', '.join(sorted(names))}"
-        )
+        key = f"{where}.{unknown[0]}" if where else str(unknown[0])
+        near = did_you_mean(key, Config) if isinstance(unknown[0], str) else None
+        hint = f"; did you mean {near}? (known: {{}})" if near else "; known: {}"
+        raise ConfigError(f"unknown config key '{short(key, 60).strip(chr(39))}'" + hint.format(", ".join(sorted(names))), key)
     kwargs = {}
     for name, value in raw.items():
         kwargs[name] = _coerce(hints[name], value, f"{where}.{name}" if where else name)
@@ -327,7 +304,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         if typing.get_origin(bare) in (dict, list) or bare in (dict, list):
             return (typing.get_origin(bare) or bare)()
         name = getattr(bare, "__name__", str(bare))
-        raise ConfigError(f"{where}: expected {name}, got null (this key has no unset value)")
+        raise ConfigError(f"{where}: expected {name}, got null (this key has no unset value)", where or None)
     tp = _strip_optional(tp)
     if value is None:
         return None
@@ -337,7 +314,7 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if origin is list:
         (inner,) = typing.get_args(tp) or (Any,)
         if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {short(value)}")
+            raise ConfigError(f"{where}: expected a list, got {short(value)}", where or None)
         return [_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -347,9 +324,9 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
         except ValueError:
             pass
     if tp in (int, float, str, bool) and not isinstance(value, tp):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {short(value)}")
+        raise ConfigError(f"{where}: expected {tp.__name__}, got {short(value)}", where or None)
     if tp is int and isinstance(value, bool):
-        raise ConfigError(f"{where}: expected int, got {short(value)}")
+        raise ConfigError(f"{where}: expected int, got {short(value)}", where or None)
     return value
 
 
@@ -369,12 +346,18 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{path}: not valid YAML: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: the top level must be a mapping")
-    raw = apply_overrides(raw, list(overrides or []))
-    check_expanded_size(raw, str(path) if path else "overrides")
+    return build_config(raw, list(overrides or []), str(path) if path is not None else None)
+
+
+def build_config(raw: dict, overrides: list[str], source: str | None = None) -> Config:
+    """`raw` (from `source`, a YAML path, or None: a dict from Python) with `overrides` applied, as
+    a `Config`; an error is blamed on the override that set its key, else on `source`."""
+    raw = apply_overrides(raw, overrides)
+    check_expanded_size(raw, source or "overrides")
     try:
         return _build(Config, raw, "")
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}" if path else str(exc)) from None
+        raise blame(exc, overrides, source) from None
 
 
 def to_dict(cfg: Any) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import pkgutil
+import re
 
 FIXED = ("split", "size", "seed")  # passed by the loop, never by task.args
 FROM_CONFIG = {"eval_size": "task.eval_size", "model_type": "the model's config"}  # filled in by the loop
@@ -35,9 +36,19 @@ def column_keys(module) -> dict:
     return dict(getattr(module, "COLUMNS", {}) or {})
 
 
+_SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)[.?!](?=\s|$)")  # not in "C...;", "e.g.", '"shapes?" over', "0.5"
+
+
+def summary(doc: str | None) -> str:
+    """The first sentence of a docstring's first paragraph, joined across its lines: a listing
+    line never stops mid-sentence at a line break (a paragraph with no sentence end is whole)."""
+    paragraph = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = _SENTENCE_END.search(paragraph)
+    return paragraph[: end.end()] if end else paragraph
+
+
 def describe(module, name: str) -> str:
-    doc = (module.__doc__ or "").strip().splitlines()
-    lines = [f"{name}: {doc[0] if doc else ''}"]
+    lines = [f"{name}: {summary(module.__doc__)}"]
     for arg, default in arguments(module).items():
         if arg in DEPRECATED:
             continue

@@ -27,6 +27,7 @@ warm start of the tiny model does not learn which one is named and where it is (
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import json
@@ -73,7 +74,14 @@ def box_format_for(coords: str, model_type: str | None) -> str:
     return family_box_format(model_type)
 
 
+def _bare_noun(what: str) -> str:
+    """"the raccoon" -> "raccoon": the shipped wording brings its own article ("Where is the ..."), and a
+    referring expression often starts with one ("Where is the the raccoon" otherwise)."""
+    return re.sub(r"^(?:the|an?)\s+", "", what.strip(), flags=re.IGNORECASE) or what
+
+
 def _prompt(what: str, fmt: str, several: bool, template: str) -> str:
+    what = _bare_noun(what)
     ask = f"Locate every {what} in the image, one box each" if several else f"Where is the {what} in the image?"
     return f"{ask} Answer with the bounding box [x1, y1, x2, y2] in {UNITS[fmt]}. {instruction(template)}".strip()
 

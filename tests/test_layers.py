@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
     # settings and plain records every layer reads
-    {"types", "config", "config_efficiency", "config_limits", "config_methods", "config_rollout", "registry", "jsonl"},
+    {"types", "config", "config_keys", "config_efficiency", "config_limits", "config_methods", "config_rollout", "registry", "jsonl"},
     # data in, models, verifiers, RL math: none knows about training
     {"data", "models", "verifiers", "algos"},
     # task definitions (built from data + verifiers); viz draws what the layers below produce

@@ -144,10 +144,10 @@ def release_lock(run_dir: str | Path) -> None:
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
     """{"train": {"lr": 1}} -> {"train.lr": 1}, task arguments included; a list of mappings
     (rewards) by position, {"rewards[0].weight": 0.5}, so a refused resume names the very key."""
-    if isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
-        out: dict[str, Any] = {}
+    if isinstance(d, list) and d and any(isinstance(x, (dict, list)) for x in d):
+        out: dict[str, Any] = {}  # a mapping inside a list is named by position too, never printed elided
         for i, x in enumerate(d):
-            out.update(_flat(x, f"{prefix}[{i}]"))
+            out.update(_flat(x, f"{prefix}[{i}]") if isinstance(x, (dict, list)) else {f"{prefix}[{i}]": x})
         return out
     if isinstance(d, (dict, list)) and not d and prefix:
         return {}  # empty: its entries, if any appear, read "(absent) -> ..."
@@ -175,7 +175,11 @@ def config_differences(saved: dict, new: dict) -> list[tuple[str, Any, Any]]:
 
 
 def _said(value: Any) -> str:
-    return "(absent)" if value is None else short(value, 60)
+    """A flattened value in full (a long path differs at its end), cut only past 300 characters."""
+    if value is None:
+        return "(absent)"
+    text = repr(value)
+    return text if len(text) <= 300 else short(value, 300)
 
 
 def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]:
@@ -201,7 +205,7 @@ def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]
     diffs = [(k, a, b) for k, a, b, _ in said]
     if diffs and not cfg.train.resume_force:
         what = "; ".join(text or f"{k}: {_said(a)} -> {_said(b)}" for k, a, b, text in said[:8])
-        more = f" (and {len(diffs) - 8} more)" if len(diffs) > 8 else ""
+        more = f"; and {', '.join(k for k, _, _ in diffs[8:])}" if len(diffs) > 8 else ""  # every key named
         raise RunDirError(f"output_dir {run_dir} holds a run with another config ({what}{more}); resume with "
                           "the same config, choose another output_dir, set train.resume=false to start over, "
                           "or train.resume_force=true to resume anyway")

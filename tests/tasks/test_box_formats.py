@@ -129,3 +129,20 @@ def test_mmrlvr_train_stops_a_wrong_box_format_in_one_line_before_the_model_load
     # raccoon-100.jpg (row 2): x 548 + w -142 ... read as xyxy, x2 = 406 <= x1 = 548
     assert err[0] == (f"mmrlvr: error: {path}: 3 of 30 boxes have x2 <= x1 or y2 <= y1 when read as xyxy "
                       "(row 2: [548.0, 10.0, 406.0, 510.0]) while all read cleanly as xywh: set task.args.box_format: xywh")
+
+
+def _prompt_text(sample) -> str:
+    return " ".join(part.get("text", "") for m in sample.messages for part in m["content"] if isinstance(part, dict))
+
+
+@needs_data
+def test_a_referring_expression_with_its_own_article_is_asked_once(tmp_path):
+    """The raccoon rows' question is "the raccoon": the prompt reads "Where is the raccoon", never "the the"."""
+    rows = _raccoon_rows()
+    got = _load(_write(tmp_path, "xyxy.jsonl", [b for _, b, _ in rows]), tmp_path)
+    text = _prompt_text(got[0])
+    assert "Where is the raccoon in the image?" in text and "the the" not in text, text
+    from mmrlvr.tasks.grounding import _bare_noun
+
+    assert [_bare_noun(w) for w in ("An apple", "a red car", "THE dog", "theater sign", "another cat")] == [
+        "apple", "red car", "dog", "theater sign", "another cat"]

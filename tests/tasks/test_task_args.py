@@ -41,6 +41,20 @@ def test_mmrlvr_tasks_lists_arguments_defaults_and_column_keys(capsys):
     assert out.count("\n\nnextqa: ") == 1 and "  video_dir = None" in out
 
 
+def test_mmrlvr_tasks_says_a_description_to_the_end_of_its_sentence(capsys):
+    """frame_order's first sentence runs over two docstring lines: it is listed whole, not cut at the break."""
+    from mmrlvr.tasks._catalogue import summary
+
+    assert main(["tasks", "frame_order"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == ("frame_order: Frame order: a clip cut into k segments, shown shuffled and labelled A, B, C...; "
+                     "answer their true order (\"C, A, B\"), scored by the `order` verifier (Kendall tau, or "
+                     "`metric: exact`)."), first
+    assert summary("Scores boxes, e.g. IoU 0.5.\nSecond sentence. Third.") == "Scores boxes, e.g. IoU 0.5."
+    assert summary("no end\n  on two lines\n\nAnother paragraph.") == "no end on two lines"
+    assert summary(None) == ""
+
+
 def test_grounding_warm_start_on_real_rows_says_what_to_do_or_uses_the_references(tmp_path):
     from PIL import Image
 

@@ -119,6 +119,25 @@ def test_differences_cover_lists_and_task_args():
         ("rewards[0].verifier", None, "count")]
 
 
+def test_a_refused_resume_names_every_changed_key_with_full_values(tmp_path):
+    """A long path that differs at its end is printed whole, a mapping inside a list is named to
+    its key (never an elided dict), and past eight changes the rest are still named."""
+    long_old = "/data/" + "x" * 70 + "/model_a"
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step_2").mkdir(parents=True)
+    save_config(_resolved(run, f"task.args.path={long_old}", "task.args.crops=[{size: 8, mode: a}, 3]"),
+                run / "config.yaml")
+    changed = [f"task.args.path={long_old[:-1]}b", "task.args.crops=[{size: 8, mode: b}, 3]", "seed=7",
+               "train.lr=0.5", "rollout.top_k=5", "rollout.temperature=0.5", "model.lora_rank=2",
+               "algo.kl_coef=0.25", "train.weight_decay=0.125", "train.warmup_steps=3"]
+    with pytest.raises(RunDirError) as err:
+        check_resume(run, _resolved(run, *changed))
+    msg = str(err.value)
+    assert f"task.args.path: '{long_old}' -> '{long_old[:-1]}b'" in msg
+    assert "task.args.crops[0].mode: 'a' -> 'b'" in msg and "task.args.crops[1]" not in msg
+    assert "; and train.warmup_steps, train.weight_decay); resume with" in msg, msg
+
+
 def test_cli_one_line_for_a_changed_config_and_a_busy_dir(tmp_path, capsys):
     run = _saved_run(tmp_path)
     assert main(["train", "configs/quickstart.yaml", f"output_dir={run}", "model.path=tiny", "train.lr=0.002"]) == 2

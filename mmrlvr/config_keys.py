@@ -1,0 +1,121 @@
+"""Config keys as the user typed them: dotted overrides, "did you mean" for a near miss, and
+which override (not the YAML file) a bad key or value came from.
+
+A typo such as `rollout.group_siz=4` costs a run only if the error is hard to act on: the line
+names the closest real key, and blames the override that set it rather than the file the user
+did not touch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import re
+import types
+import typing
+from typing import Any
+
+import yaml
+
+from mmrlvr.config_limits import short
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the schema. `key`: the dotted key at fault
+    (None when no single key is), so a caller can say which override set it."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+def _parse_value(text: str) -> Any:
+    return yaml.safe_load(text) if text != "" else ""
+
+
+def override_key(item: str) -> str:
+    """"train.lr=1e-5" -> "train.lr" (the key an override sets)."""
+    return item.split("=", 1)[0].strip()
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Set `a.b.c=value` entries in a nested dict (values parsed as YAML scalars/lists)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {short(item)} is not key=value")
+        key, value = item.split("=", 1)
+        node = raw
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {key!r}: {part!r} is not a section")
+        node[parts[-1]] = _parse_value(value)
+    return raw
+
+
+def _bare(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+@functools.lru_cache(maxsize=8)
+def schema_keys(cls: type) -> tuple[str, ...]:
+    """Every dotted key of a config dataclass, sections included: ("seed", "model", "model.path",
+    ..., "rewards[].weight"); a list of sections is written with "[]"."""
+    out: list[str] = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = _bare(hints[f.name])
+        out.append(f.name)
+        if typing.get_origin(tp) is list and typing.get_args(tp):
+            tp, name = _bare(typing.get_args(tp)[0]), f"{f.name}[]"
+        else:
+            name = f.name
+        if dataclasses.is_dataclass(tp):
+            out += [f"{name}.{k}" for k in schema_keys(tp)]
+    return tuple(out)
+
+
+def did_you_mean(key: str, cls: type) -> str | None:
+    """The schema key closest to a mistyped `key` (difflib over every dotted key), or None.
+
+    "rollout.group_siz" -> "rollout.group_size"; "train.group_size" -> "rollout.group_size" (a
+    key in the wrong section); list positions are kept: "rewards[1].wieght" -> "rewards[1].weight"."""
+    plain = re.sub(r"\[\d+\]", "[]", key)
+    keys = schema_keys(cls)
+    best = difflib.get_close_matches(plain, keys, n=1, cutoff=0.75)
+    if not best:  # the right name in the wrong section: match the last part alone
+        leaf = plain.rsplit(".", 1)[-1]
+        near = difflib.get_close_matches(leaf, [k.rsplit(".", 1)[-1] for k in keys], n=1, cutoff=0.8)
+        best = [k for k in keys if near and k.rsplit(".", 1)[-1] == near[0]][:1]
+    if not best or best[0] == plain:
+        return None
+    indices = iter(re.findall(r"\[\d+\]", key))
+    return re.sub(r"\[\]", lambda m: next(indices, "[]"), best[0])
+
+
+def blamed_override(key: str | None, overrides: list[str]) -> str | None:
+    """The last override that set `key` or a section holding it ("rollout={group_siz: 4}"
+    holds "rollout.group_siz"), or None: then the key came from the YAML file or dict."""
+    if not key:
+        return None
+    for item in reversed(overrides):
+        set_key = override_key(item)
+        if key == set_key or key.startswith((set_key + ".", set_key + "[")):
+            return item
+    return None
+
+
+def blame(exc: ConfigError, overrides: list[str], source: str | None) -> ConfigError:
+    """`exc` as the user should read it: prefixed with the override that set its key, else with
+    `source` (the YAML path) when there is one."""
+    item = blamed_override(exc.key, overrides)
+    if item is not None:
+        said = item if len(item) <= 120 else item[:117] + "..."
+        return ConfigError(f"override `{said}`: {exc}", exc.key)
+    return ConfigError(f"{source}: {exc}" if source else str(exc), exc.key)
