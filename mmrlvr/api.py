@@ -97,7 +97,10 @@ def as_dataset(data: Any, what: str):
     if isinstance(data, (list, tuple)):
         if not all(isinstance(r, dict) for r in data):
             raise ConfigError(f"{what}: a list must hold dicts (one per row)")
-        data = datasets.Dataset.from_list(list(data))
+        try:
+            data = datasets.Dataset.from_list(list(data))
+        except Exception as exc:  # noqa: BLE001 - pyarrow's ArrowInvalid/ArrowTypeError: name the column and rows
+            raise ConfigError(f"{what}: {mixed_column(data) or f'cannot be made a table: {type(exc).__name__}: {exc}'}") from None
     if not isinstance(data, datasets.Dataset):
         raise ConfigError(f"{what}: expected a datasets.Dataset or a list of dicts, got {type(data).__name__}")
     if len(data) == 0:
@@ -142,6 +145,24 @@ def pickled_rewards(rewards: Iterable) -> list[tuple[str, bytes, float]]:
         except Exception as exc:  # noqa: BLE001 - e.g. a closure over an open file or a lock
             raise ConfigError(f"rewards[{i}] ({name}): cannot be sent to the verifier workers: {exc}") from None
     return out
+
+
+def mixed_column(rows: Sequence[dict]) -> str | None:
+    """'column 'a': row 0 holds int, row 3 holds str ...' for the first column whose cells differ in
+    kind (ints and floats count as numbers, null as any), else None."""
+    def kind(v) -> str:
+        return "number" if isinstance(v, (int, float)) and not isinstance(v, bool) else type(v).__name__
+
+    first: dict[str, tuple[int, str]] = {}
+    for i, row in enumerate(rows):
+        for col, value in row.items():
+            if value is None:
+                continue
+            seen = first.setdefault(col, (i, kind(value)))
+            if seen[1] != kind(value):
+                return (f"column {col!r}: row {seen[0]} holds {seen[1]}, row {i} holds {kind(value)}; "
+                        "give every row the same kind of value (e.g. all text)")
+    return None
 
 
 @dataclasses.dataclass

@@ -67,7 +67,7 @@ class SampleEfficiencyConfig:
 
 
 def max_reward(cfg) -> float:
-    """The largest reward a completion can get: the positive reward weights (1 with none), plus the
-    temporal-contrast bonus when that is on; replay's pass rate and DBB's rewards divide by it."""
-    base = sum(max(0.0, t.weight) for t in cfg.rewards) if cfg.rewards else 1.0
-    return base + (cfg.temporal_contrast.alpha if cfg.temporal_contrast.enabled else 0.0)
+    """The largest reward the verifiers can give a completion: the positive reward weights (1 with
+    none). Replay's pass rate and DBB's posteriors divide the verifiers' rewards by it; a temporal-
+    contrast bonus is not part of them (a prompt right 80% of the time reads 0.8, not 0.8 / 1.3)."""
+    return sum(max(0.0, t.weight) for t in cfg.rewards) if cfg.rewards else 1.0

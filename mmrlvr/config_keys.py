@@ -51,7 +51,11 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {key!r}: {part!r} is not a section")
-        node[parts[-1]] = _parse_value(value)
+        try:
+            node[parts[-1]] = _parse_value(value)
+        except yaml.YAMLError as exc:  # `task.args={a:` - the value, not a traceback from the parser
+            raise ConfigError(f"override {key.strip()!r}: value {short(value)} is not valid YAML "
+                              f"({getattr(exc, 'problem', None) or exc})", key=key.strip()) from None
     return raw
 
 

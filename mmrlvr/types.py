@@ -85,6 +85,8 @@ class RolloutBatch:
     scored: list | None = None  # (sample id, [G rewards, NaN unscorable]) of every group scored this
     # step, trained on or not (dynamic sampling drops some): what prompt sources and statistics learn from
     policy_version: int | None = None  # server engine: the oldest policy version that sampled this batch
+    bonus: "torch.Tensor | None" = None  # (B, G) what collect strategies added to the verifiers' rewards
+    # (temporal contrast), inside `rewards`, NaN-padded like them; None: nothing added
 
     @property
     def sample_ids(self) -> list[str]:

@@ -84,4 +84,5 @@ def test_max_reward():
     cfg = load_config(None, ["rewards=[{verifier: count, weight: 0.5}, {verifier: format, weight: 2}, "
                              "{verifier: count, weight: -1}]", "temporal_contrast.enabled=true",
                              "temporal_contrast.alpha=0.3"])
-    assert max_reward(cfg) == pytest.approx(0.5 + 2 + 0.3)  # negative weights add nothing
+    # negative weights add nothing; the temporal-contrast bonus is not a verifier's reward
+    assert max_reward(cfg) == pytest.approx(0.5 + 2)

@@ -89,7 +89,8 @@ def compute_advantages(name: str, rewards: torch.Tensor) -> torch.Tensor:
 
 
 def dbb(rewards: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, lam: float = 0.9, eps: float = 1e-6,
-        scale: str = "std", include_current: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        scale: str = "std", include_current: bool = True,
+        bonus: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Beta-Bernoulli baseline: a per-prompt Beta(alpha, beta) posterior of the pass rate.
 
     Our formula after DBB (arXiv 2603.18444), whose constants are not public. rewards (B, G) in
@@ -101,7 +102,9 @@ def dbb(rewards: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, lam: flo
         advantage_i = r_i - p                                (scale "none", Dr.GRPO-style).
     Unlike GRPO, an all-equal group does NOT get zeros: a failed group on a prompt believed
     solvable is pushed down, a solved one on a hard prompt pushed up. A group with no scorable
-    reward still decays its posterior by lam. Returns (advantages (B, G), alpha' (B,), beta' (B,)).
+    reward still decays its posterior by lam. `bonus` (B, G), scaled like the rewards (a temporal-
+    contrast bonus), is added to r_i in the advantage only: the posterior is the verifier's pass
+    rate. Returns (advantages (B, G), alpha' (B,), beta' (B,)).
     """
     if rewards.dim() != 2:
         raise ValueError(f"dbb: rewards must be (B, G), got shape {tuple(rewards.shape)}")
@@ -124,7 +127,7 @@ def dbb(rewards: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, lam: flo
     beta_new = lam * beta + (n.squeeze(1).to(r.dtype) - s)
     a, c = (alpha_new, beta_new) if include_current else (alpha, beta)
     p = (a / (a + c)).unsqueeze(1)
-    adv = rewards - p
+    adv = rewards - p if bonus is None else rewards + bonus - p
     if scale == "std":
         adv = adv / ((p * (1 - p)).sqrt() + eps)
     return torch.where(valid, adv, torch.zeros_like(adv)), alpha_new, beta_new

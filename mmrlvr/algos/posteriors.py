@@ -23,8 +23,10 @@ class BetaPosteriors:
         self.lam, self.eps, self.scale, self.include_current = lam, eps, scale, include_current
         self.ab: dict[str, tuple[float, float]] = {}
 
-    def advantages(self, sample_ids: Sequence[str], rewards: torch.Tensor) -> torch.Tensor:
-        """rewards (B, G) for prompts `sample_ids` -> advantages (B, G); posteriors updated.
+    def advantages(self, sample_ids: Sequence[str], rewards: torch.Tensor,
+                   bonus: torch.Tensor | None = None) -> torch.Tensor:
+        """rewards (B, G) for prompts `sample_ids` -> advantages (B, G); posteriors updated from
+        `rewards` alone, `bonus` (B, G) added to the advantages' rewards (see `dbb`).
 
         A prompt twice in one batch is two visits in row order (the second sees the first).
         """
@@ -41,7 +43,8 @@ class BetaPosteriors:
             ids = [sample_ids[i] for i in rows]
             prior = torch.tensor([self.ab.get(s, self.PRIOR) for s in ids], dtype=torch.float64)
             a, alpha, beta = dbb(rewards[rows].double(), prior[:, 0], prior[:, 1], lam=self.lam, eps=self.eps,
-                                 scale=self.scale, include_current=self.include_current)
+                                 scale=self.scale, include_current=self.include_current,
+                                 bonus=None if bonus is None else bonus[rows].double())
             adv[rows] = a.to(adv.dtype)
             for s, x, y in zip(ids, alpha.tolist(), beta.tolist()):
                 self.ab[s] = (x, y)
@@ -59,10 +62,12 @@ class BetaPosteriors:
         self.ab = {k: (float(a), float(b)) for k, (a, b) in d["ab"].items()}
 
 
-def dbb_advantages(rewards: torch.Tensor, context, cfg) -> torch.Tensor:
+def dbb_advantages(rewards: torch.Tensor, context, cfg, bonus: torch.Tensor | None = None) -> torch.Tensor:
     """The training step's `dbb` advantages: rewards (B, G) -> (B, G), called once per batch.
 
-    Rewards are divided by `max_reward(cfg)` into [0, 1]; each prompt's (alpha, beta) lives in the
+    `rewards` are the verifiers' (what the posteriors learn), `bonus` what a collect strategy
+    added (temporal contrast: it moves the advantage, not the pass rate). Both are divided by
+    `max_reward(cfg)`, the rewards into [0, 1]; each prompt's (alpha, beta) lives in the
     run's per-prompt statistics (`context.prompt_stats`, entry `extra["dbb"]`, so it is saved in
     the run state and restored exactly on resume) and is updated here in place.
     """
@@ -77,7 +82,8 @@ def dbb_advantages(rewards: torch.Tensor, context, cfg) -> torch.Tensor:
         e = stats.get(sid)
         if e is not None and "dbb" in e["extra"]:
             post.ab[sid] = tuple(e["extra"]["dbb"])
-    adv = post.advantages(ids, rewards / max_reward(cfg))
+    top = max_reward(cfg)
+    adv = post.advantages(ids, rewards / top, None if bonus is None else bonus / top)
     for sid in dict.fromkeys(ids):
         stats.extra(sid)["dbb"] = list(post.ab[sid])
     return adv

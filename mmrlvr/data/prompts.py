@@ -96,15 +96,11 @@ class PromptSpec:
     system: str | None = None  # a system turn before the user turn
 
     def render(self, fields: dict) -> str:
-        """The user text from the template and a sample's fields; BadRow names a missing field."""
-        import jinja2
-        from jinja2.sandbox import SandboxedEnvironment
+        """The user text from the template and a sample's fields; BadRow names a missing field, a
+        failing expression or a passed bound (`mmrlvr.data.template_render`)."""
+        from mmrlvr.data.template_render import render_template
 
-        env = SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False)
-        try:
-            return env.from_string(self.text).render(**fields).strip()
-        except jinja2.UndefinedError as exc:
-            raise BadRow(f"prompt_template {self.path}: {exc.message}; fields: {', '.join(sorted(fields))}") from None
+        return render_template(self.text, self.path, fields)
 
 
 def prompt_spec(template: str = "answer", prompt_template: str | None = None, system_prompt: str | None = None) -> PromptSpec:

@@ -13,7 +13,9 @@ Rules (as there):
   with pass rate 0 never enters the queue; one with min_pass_rate <= rate <= max_pass_rate and
   fewer than `max_reuse` replays enters (or stays in) a priority queue ordered by
   (|rate - 0.5|, rate, reuse count, dataset index): nearest 0.5 first, ties lower rate first;
-- a batch of P prompts holds at most min(floor(P * fraction), P // 2) replays; a replay is taken
+- a step's batch of P prompts holds at most min(floor(P * fraction), P // 2) replays (P: the
+  step's first `take`; dynamic sampling's later rounds for the same step share that budget, so the
+  trained batch stays at most that share replays); a replay is taken
   only if at least `cooldown` steps passed since the prompt was last sampled, it is not already
   in this step's batch and it is not in flight (taken, no feedback yet); each replay adds one to
   its reuse count and leaves the queue until its feedback puts it back;
@@ -97,6 +99,7 @@ class PromptReplay:
         self._chosen: set[int] = set()  # indices taken in step `_step`
         self._replayed: list[int] = []  # indices replayed in step `_step`
         self._taken = 0  # prompts taken in step `_step`
+        self._step_budget = 0  # replays step `_step` may hold in all, over its rounds
 
     # -- the fresh stream (PromptStream's order) ---------------------------------------------
     def _next_fresh(self) -> int:
@@ -126,16 +129,20 @@ class PromptReplay:
         return max(0, min(int(math.floor(n * self.fraction)), n // 2))
 
     def take(self, n: int, step: int) -> list:
-        """n samples for `step`: up to `budget(n)` replays (best first), then fresh prompts.
+        """n samples for `step`: replays (best first) within the step's budget, then fresh prompts.
 
         Several calls for the same step (dynamic sampling's extra rounds) share the step's
-        "already in this batch" set; each call has its own replay budget.
+        "already in this batch" set and its replay budget, `budget(n)` of its first call: a
+        round that refills dropped groups must not fill the batch with replays, which survive
+        the flat-group filter more often than fresh prompts (their pass rate is mixed).
         """
         if step != self._step:
             self._step, self._chosen, self._replayed, self._taken = step, set(), [], 0
+            self._step_budget = self.budget(n)
+        left = self._step_budget - len(self._replayed)
         picked: list[int] = []
         for i in sorted(self.queue, key=self._key):
-            if len(picked) >= self.budget(n):
+            if len(picked) >= left:
                 break
             if self._eligible(i, step):
                 picked.append(i)
@@ -218,7 +225,7 @@ class PromptReplay:
             "queue": [ids[i] for i in sorted(self.queue)],
             "in_flight": {ids[i]: v for i, v in sorted(self.in_flight.items())},
             "step": self._step, "chosen": [ids[i] for i in sorted(self._chosen)],
-            "replayed": [ids[i] for i in self._replayed], "taken": self._taken,
+            "replayed": [ids[i] for i in self._replayed], "taken": self._taken, "step_budget": self._step_budget,
         }
 
     def load_state_dict(self, d: dict) -> None:
@@ -242,3 +249,5 @@ class PromptReplay:
         self._chosen = {idx(k) for k in d["chosen"]}
         self._replayed = [idx(k) for k in d["replayed"]]
         self._taken = int(d["taken"])
+        # a state saved before the budget was per step: the most its replays could have spent
+        self._step_budget = int(d.get("step_budget", len(self._replayed)))

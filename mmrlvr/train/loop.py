@@ -7,6 +7,7 @@ plus a config field, never a callback or a subclass.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens, write_token_roles
 from mmrlvr.validate import check_sample_verifiers, validate_config
+from mmrlvr.validate_notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
@@ -57,6 +59,8 @@ def train(cfg: Config) -> dict:
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
     cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
     is_main = accelerator.is_main_process  # only rank 0 writes the run directory
+    for note in config_warnings(cfg) if is_main else ():  # valid, but not doing what it looks like
+        print(f"mmrlvr: warning: {note}", file=sys.stderr)
     claim_run_dir(run_dir, cfg, is_main)  # a lock naming this PID; a resume must match the saved config
     ckpt = _open_run_dir(cfg, run_dir, is_main)
     # on resume, tensorboard hides what a killed run logged after the checkpoint (as metrics.jsonl drops it)

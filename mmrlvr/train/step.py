@@ -44,6 +44,7 @@ class Round:
     metrics: dict
     index: int  # 0 for the first round of the step
     gen_s: float = 0.0  # seconds spent generating (the rest of the round is scoring)
+    bonus: torch.Tensor | None = None  # (B, G) added by strategies inside `rewards` (None: nothing)
     extra_groups: list = dataclasses.field(default_factory=list)
     """Groups a strategy adds beyond the engine's (a demonstration, a hinted prompt), each
     (prompt, completions, rewards (G_b,), verdicts, per-completion sampler log-probs or None);
@@ -67,7 +68,10 @@ def temporal_contrast_bonus(rnd: Round, ctx: CollectContext) -> Round:
     rank, world = rank_world()
     rewards, metrics = temporal_contrast(ctx.engine, rnd.prompts, rnd.rewards, rnd.verdicts, ctx.cfg, ctx.scorer,
                                          seed=rank_seed(ctx.seed * 1000 + 500 + rnd.index, rank, world))
-    return dataclasses.replace(rnd, rewards=rewards, metrics={**rnd.metrics, **metrics})
+    if rewards is rnd.rewards:
+        return rnd
+    added = (rewards - rnd.rewards).nan_to_num(0.0) + (rnd.bonus if rnd.bonus is not None else 0.0)
+    return dataclasses.replace(rnd, rewards=rewards, bonus=added, metrics={**rnd.metrics, **metrics})
 
 
 def drop_flat_groups(rnd: Round, ctx: CollectContext) -> Round:
@@ -118,13 +122,20 @@ def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, 
     return Round(prompts, out, rewards, verdicts, torch.ones(len(prompts), dtype=torch.bool), metrics, index, gen_s)
 
 
+def verifier_rewards(rnd: Round) -> torch.Tensor:
+    """(B, G) the verifiers' rewards, without what strategies added: what statistics learn from."""
+    return rnd.rewards if rnd.bonus is None else rnd.rewards - rnd.bonus
+
+
 def _groups(rnd: Round) -> list[tuple]:
-    """Per group: (prompt, completions, rewards (G,), verdicts, sampler log-probs per completion)."""
+    """Per group: (prompt, completions, rewards (G,), verdicts, sampler log-probs per completion,
+    the strategies' bonus inside those rewards (G,) or None)."""
     g = rnd.rewards.shape[1]
     lp, lengths = rnd.out.sampler_logprobs, [len(c.token_ids) for c in rnd.out.completions]
     per = [lp[i, : lengths[i]] if lp is not None else None for i in range(len(lengths))]
     return [(rnd.prompts[i], rnd.out.completions[i * g: (i + 1) * g], rnd.rewards[i],
-             rnd.verdicts[i * g: (i + 1) * g], per[i * g: (i + 1) * g]) for i in range(len(rnd.prompts))]
+             rnd.verdicts[i * g: (i + 1) * g], per[i * g: (i + 1) * g], None if rnd.bonus is None else rnd.bonus[i])
+            for i in range(len(rnd.prompts))]
 
 
 def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
@@ -160,7 +171,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
             metrics["rollout/mixed_group_frac"] = informative_groups(rnd.rewards).float().mean().item()
         collector.add_round(rnd.keep, _groups(rnd))
         extras += rnd.extra_groups
-        scored += [(s.id, r) for s, r in zip(rnd.prompts, rnd.rewards.tolist())]
+        scored += [(s.id, r) for s, r in zip(rnd.prompts, verifier_rewards(rnd).tolist())]
         verdicts += rnd.verdicts
         scored += [(grp[0].id, grp[2].tolist()) for grp in rnd.extra_groups]
         all_done = all_reduce([0.0 if collector.done else 1.0], "max")[0] == 0
@@ -192,7 +203,7 @@ def _rectangular_batch(rnd: Round) -> RolloutBatch:
     return RolloutBatch(rnd.prompts, with_inserted_media(repeat_prompts(out.prompt_inputs, g), comps), out.completion_ids,
                         out.completion_mask, torch.tensor([c.truncated for c in comps]), rnd.rewards,
                         [c.text for c in comps], rnd.verdicts, {}, out.sampler_logprobs,
-                        policy_mask=policy_mask_of(comps, out.completion_mask.shape))
+                        policy_mask=policy_mask_of(comps, out.completion_mask.shape), bonus=rnd.bonus)
 
 
 def repeat_groups(inputs: dict, sizes: list[int]) -> dict:
@@ -217,10 +228,14 @@ def _batch(chosen: list[tuple], engine) -> RolloutBatch:
         for i, lp in enumerate(lps):
             sampler[i, : len(lp)] = lp
     uneven = len(set(sizes)) > 1
+    bonuses = [grp[5] if len(grp) > 5 else None for grp in chosen]  # a strategy's extra group has none
+    bonus = None
+    if any(b is not None for b in bonuses):
+        bonus = pad_groups([b if b is not None else torch.zeros_like(grp[2]) for b, grp in zip(bonuses, chosen)])[0]
     inputs = with_inserted_media(repeat_groups(encode_prompts(engine.processor, prompts), sizes), comps)
     return RolloutBatch(prompts, inputs, ids, mask, torch.tensor([c.truncated for c in comps]), rewards,
                         [c.text for c in comps], [v for grp in chosen for v in grp[3]], {}, sampler,
-                        sizes if uneven else None, policy_mask=policy_mask_of(comps, mask.shape))
+                        sizes if uneven else None, policy_mask=policy_mask_of(comps, mask.shape), bonus=bonus)
 
 
 def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -240,7 +255,9 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
     if cfg.sample_efficiency.dbb.enabled:  # the per-prompt Beta baseline replaces algo.advantage
         from mmrlvr.algos.posteriors import dbb_advantages
 
-        per_group = dbb_advantages(rewards, context, cfg)
+        # the posteriors learn the verifiers' rewards; a strategy's bonus shifts the advantage only
+        bonus = batch.bonus if batch.bonus is not None else torch.zeros_like(rewards)
+        per_group = dbb_advantages(rewards - bonus, context, cfg, bonus=bonus)
     else:
         per_group = estimate(algo.advantage, rewards, context)
     adv = flatten_groups(per_group, sizes).reshape(-1, 1)

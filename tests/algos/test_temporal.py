@@ -33,17 +33,35 @@ def test_tgrpo_by_hand_with_edge_cases():
     assert torch.allclose(tgrpo_bonus(ordered, shuffled, alpha=0.3, mu=0.8), want_mu08)
 
 
-def test_partial_credit_counts_above_the_default_threshold():
-    # tiou-like partial scores. Default threshold 0.1, strict (Video-R1: reward > 0.1):
-    # ordered [0.45, 0.1, 0.0, 0.2] -> correct [1, 0, 0, 1], p = 0.5 (0.1 is not > 0.1)
-    # shuffled [0.05, 0.3] -> correct [0, 1], p~ = 0.5 -> 0.5 > 0.5 fails: no bonus
-    # shuffled [0.05, 0.1] -> correct [0, 0], p~ = 0 -> bonus 0.3 on the two correct
+def test_partial_credit_is_paid_above_the_default_threshold():
+    # tiou-like partial scores. The gate compares mean scores (Video-R1's acc_mean); the default
+    # threshold 0.1, strict (Video-R1: reward > 0.1), decides who is paid:
+    # ordered [0.45, 0.1, 0.0, 0.2]: p = 0.75 / 4 = 0.1875, paid [1, 0, 0, 1] (0.1 is not > 0.1)
+    # shuffled [0.05, 0.3]: p~ = 0.175 -> 0.1875 > 0.175: bonus 0.3 on the two paid
+    # shuffled [0.05, 0.4]: p~ = 0.225 -> no bonus
     ordered = t([[0.45, 0.1, 0.0, 0.2], [0.45, 0.1, 0.0, 0.2]])
-    shuffled = t([[0.05, 0.3], [0.05, 0.1]])
-    want = t([[0, 0, 0, 0], [.3, 0, 0, .3]])
+    shuffled = t([[0.05, 0.3], [0.05, 0.4]])
+    want = t([[.3, 0, 0, .3], [0, 0, 0, 0]])
     assert torch.allclose(tgrpo_bonus(ordered, shuffled), want)
-    # with threshold 0.4 only 0.45 counts: p = 0.25 > p~ = 0 on both rows
-    assert torch.allclose(tgrpo_bonus(ordered, shuffled, threshold=0.4), t([[.3, 0, 0, 0], [.3, 0, 0, 0]]))
+    # with threshold 0.4 only 0.45 is paid; the gate (means) is the same
+    assert torch.allclose(tgrpo_bonus(ordered, shuffled, threshold=0.4), t([[.3, 0, 0, 0], [0, 0, 0, 0]]))
+
+
+def test_mu_compares_mean_scores_as_video_r1_not_shares_correct():
+    """Video-R1 (grpo_trainer.py lines 614-617 at 59d65c3): acc_mean >= 0.8 * shuffled_acc_mean over
+    the first reward's values. mu = 0.8, hand-computed:
+    row 0: ordered mean (.5 + .5 + .05 + 0) / 4 = 0.2625 > 0.8 * 0.3 = 0.24 -> paid (the two 0.5);
+           shares above 0.1 would say 0.5 > 0.8 * 1.0 = 0.8: no bonus
+    row 1: ordered mean (1 + .15 + .15 + .15) / 4 = 0.3625 > 0.8 * 0.5 = 0.4 fails -> no bonus;
+           shares would say 1.0 > 0.8: bonus on all four
+    row 2: ordered mean 0.75 > 0: paid; gaps (TGPO) 0.2625 - 0.24 = 0.0225, 0, 0.75"""
+    ordered = t([[0.5, 0.5, 0.05, 0.0], [1.0, 0.15, 0.15, 0.15], [1, 1, 1, 0]])
+    shuffled = t([[0.3, 0.3], [0.5, 0.5], [0, 0]])
+    want = t([[.3, .3, 0, 0], [0, 0, 0, 0], [.3, .3, .3, 0]])
+    assert torch.allclose(tgrpo_bonus(ordered, shuffled, alpha=0.3, mu=0.8), want)
+    scale = 0.0225 / 0.75  # row 0's gap over the largest
+    want_tgpo = t([[.3 * scale, .3 * scale, 0, 0], [0, 0, 0, 0], [.3, .3, .3, 0]])
+    assert torch.allclose(tgpo_bonus(ordered, shuffled, alpha=0.3, mu=0.8), want_tgpo, atol=1e-7)
 
 
 def test_bonus_survives_dr_grpo_but_not_grpo_std():

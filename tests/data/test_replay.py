@@ -108,6 +108,26 @@ def test_budget_caps_replays_at_half_the_batch():
     assert not set(batch[3:]) & set(first) and src.metrics()["replay/frac"] == pytest.approx(3 / 7)
 
 
+def test_the_budget_holds_per_step_across_dynamic_sampling_rounds():
+    """P = 6, fraction 0.5: a step holds min(floor(6 * .5), 6 // 2) = 3 replays in all. 8 prompts are
+    queued; round 1 takes 3 of them and 3 fresh; dynamic sampling's round 2 for the same step
+    (4 more prompts: budget(4) = 2 on its own) takes no replay, and neither does round 3."""
+    src = PromptReplay(samples(40), 0, fraction=0.5, cooldown=0)
+    first = ids(src.take(8, 0))
+    src.feedback(0, first, [group(4)] * 8)
+    queued = src.queue_order()
+    assert len(queued) == 8
+    round1 = ids(src.take(6, 1))
+    assert round1[:3] == queued[:3] and not set(round1[3:]) & set(first)
+    round2 = ids(src.take(4, 1))
+    round3 = ids(src.take(2, 1))
+    assert not set(round2 + round3) & set(first)  # all fresh: the step's 3 replays are spent
+    assert src.metrics()["replay/frac"] == pytest.approx(3 / 12)
+    src.feedback(1, round1 + round2 + round3, [group(0)] * 12)
+    nxt = ids(src.take(6, 2))  # a new step: a new budget of 3, the next best queued prompts
+    assert nxt[:3] == queued[3:6]
+
+
 def test_in_flight_and_already_in_batch_are_never_replayed():
     src = PromptReplay(samples(20), 0, fraction=0.5, cooldown=0)
     first = ids(src.take(4, 0))

@@ -59,6 +59,10 @@ def test_collect_adds_the_tgrpo_bonus_from_shuffled_frames(tiny):
     want[rows] += tgrpo_bonus(base[rows], shuf, alpha=0.3, mu=1.0)
     assert torch.allclose(batch.rewards, want)
     assert (want != base).any(), "pick a seed whose bonus is not all zero"
+    # what prompt sources and per-prompt statistics learn: the verifier's rewards, the bonus apart
+    assert [sid for sid, _ in batch.scored] == [s.id for s in ordered]
+    assert torch.equal(torch.tensor([r for _, r in batch.scored]), base)
+    assert torch.allclose(batch.bonus, want - base)
     assert batch.metrics["temporal/ordered_acc"] == base[rows].mean().item()
     assert batch.metrics["temporal/shuffled_acc"] == shuf.mean().item()
 

@@ -1,0 +1,56 @@
+"""Settings that are valid but do not do what they look like they do: one warning line each.
+
+Unlike `validate.CHECKS` these do not stop a run: the run is well defined, only pointless in part.
+`mmrlvr.train.loop.train` prints each as `mmrlvr: warning: ...` before the model loads.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from mmrlvr.config import Config
+
+# verifiers whose score is 0 or 1 (right or wrong); the others give partial credit (iou, tiou,
+# boxes, order's Kendall tau)
+BINARY_VERIFIERS = frozenset({"choice", "count", "exact", "format", "math", "number"})
+STD_NORMALISED = frozenset({"grpo"})  # estimators that divide each group by its std
+
+
+def _scoring_verifiers(cfg: Config) -> list[str] | None:
+    """The verifiers whose scores make up a completion's reward: the one `rewards:` term, else the
+    task's own (`VERIFIERS`); None when there are several terms (their sum is not right/wrong)."""
+    if cfg.rewards:
+        return [cfg.rewards[0].verifier] if len(cfg.rewards) == 1 else None
+    from mmrlvr.validate_task import task_module
+
+    try:
+        return list(getattr(task_module(cfg.task.name), "VERIFIERS", ()) or ()) or None
+    except (ModuleNotFoundError, ImportError):
+        return None  # the task check names it
+
+
+def temporal_contrast_cancels(cfg: Config) -> str | None:
+    """T-GRPO/TGPO's bonus is alpha * gate_b on each right answer of prompt b: with one right/wrong
+    reward the group's rewards become (1 + alpha gate_b / w) times what they were, and an estimator
+    that divides by the group's std removes that factor exactly: the bonus changes nothing."""
+    from mmrlvr.validate import _preset_value
+
+    tc = cfg.temporal_contrast
+    advantage = _preset_value(cfg, "advantage")
+    if not tc.enabled or cfg.sample_efficiency.dbb.enabled or advantage not in STD_NORMALISED:
+        return None
+    names = _scoring_verifiers(cfg)
+    if not names or not all(n in BINARY_VERIFIERS for n in names):
+        return None
+    return (f"temporal_contrast.method={tc.method} with algo.advantage={advantage} and a right/wrong reward "
+            f"({', '.join(sorted(set(names)))}): the bonus scales each group's rewards by one factor, which "
+            f"{advantage}'s division by the group's std removes (up to its 1e-6 eps), so it changes no advantage; set "
+            "algo.advantage=dr_grpo (as configs/video_motion_contrast_tiny.yaml does) or turn temporal_contrast off")
+
+
+NOTES = (temporal_contrast_cancels,)
+
+
+def config_warnings(cfg: Config) -> Iterable[str]:
+    """Every warning line for `cfg` (empty when there is none)."""
+    return [line for note in NOTES if (line := note(cfg))]
