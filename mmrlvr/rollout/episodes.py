@@ -68,16 +68,19 @@ class Episode:
     turn: Callable[[EpisodeState], Turn] | None
     first_role: str = "policy"
     phase: Callable[[int], str] | None = None  # step -> phase name, for episodes that alternate
+    shared_first: tuple = ()  # phases whose first turn is one response per prompt, shared by its G episodes
 
 
 EPISODES: Registry = Registry("episode")
 
 
-def register_episode(name: str, first_role: str = "policy", phase: Callable[[int], str] | None = None):
+def register_episode(name: str, first_role: str = "policy", phase: Callable[[int], str] | None = None,
+                     shared_first: tuple = ()):
     """`@register_episode("tools")` on a turn function `fn(state: EpisodeState) -> Turn`; `phase`
-    maps the RL step to a phase the turn function reads (`state.phase`)."""
+    maps the RL step to a phase the turn function reads (`state.phase`); in the phases named by
+    `shared_first` the G episodes of a prompt continue one first response (G refinements of one answer)."""
     def deco(fn):
-        EPISODES.register(name)(Episode(fn, first_role, phase))
+        EPISODES.register(name)(Episode(fn, first_role, phase, tuple(shared_first)))
         return fn
     return deco
 
@@ -159,7 +162,11 @@ def run_episodes(engine, prompts: list[Sample], g: int, rollout_cfg, seed: int, 
     `engine.continue_rows` on the whole context of the rows still going. `step`: the RL step
     (None: evaluation), for episodes whose phase alternates."""
     ep = episode_for(getattr(rollout_cfg, "episode", "single"))
-    out = engine.rollout(prompts, g, rollout_cfg, seed=seed, **rollout_kw)
+    phase = "eval" if step is None else (ep.phase(step) if ep.phase else "")
+    if ep.turn is not None and phase in ep.shared_first:
+        out = repeat_output(engine.rollout(prompts, 1, rollout_cfg, seed=seed, **rollout_kw), g)
+    else:
+        out = engine.rollout(prompts, g, rollout_cfg, seed=seed, **rollout_kw)
     if ep.turn is None:
         return out
     if not hasattr(engine, "continue_rows"):
@@ -168,7 +175,6 @@ def run_episodes(engine, prompts: list[Sample], g: int, rollout_cfg, seed: int, 
     stop_text = tok.convert_ids_to_tokens(engine.stop_ids[0])
     bridge = template_bridge(engine.processor, stop_text)
     limit = image_pixel_limit(engine.processor)
-    phase = "eval" if step is None else (ep.phase(step) if ep.phase else "")
     rows = []
     for i, c in enumerate(out.completions):
         n = len(c.token_ids)
@@ -235,6 +241,16 @@ def run_episodes(engine, prompts: list[Sample], g: int, rollout_cfg, seed: int, 
     for r in rows:
         r.ended = r.ended or "max_turns"
     return _episode_output(out, rows, engine.pad_id)
+
+
+def repeat_output(out, g: int):
+    """One response per prompt (B rows) -> each repeated G times in place (B x G rows, groups contiguous)."""
+    import copy
+
+    comps = [copy.deepcopy(c) for c in out.completions for _ in range(g)]
+    rep = lambda t: None if t is None else t.repeat_interleave(g, dim=0)  # noqa: E731
+    return dataclasses.replace(out, completions=comps, completion_ids=rep(out.completion_ids),
+                               completion_mask=rep(out.completion_mask), sampler_logprobs=rep(out.sampler_logprobs))
 
 
 def image_pixel_limit(processor, default: int = 12544) -> int:

@@ -173,32 +173,39 @@ def test_episode_limits_are_validated_up_front(override, expected, tmp_path, mon
 
 
 def test_refine_phases_train_only_their_own_turn(tiny):
-    """refine: even steps are one solve turn (all trained); odd steps keep the solve turn and the
-    review prompt as context and train only the refining turn; evaluation runs both turns."""
-    from mmrlvr.rollout.refine import REFINE_PROMPT
+    """refine (as ThinkTwice's trainer): odd steps are one solve turn (all trained); even steps take
+    one answer per prompt, shared by its G episodes, show ThinkTwice's review instruction after it
+    (both context) and train only the refining turn; evaluation runs both turns."""
+    from mmrlvr.rollout.refine import REFINE_PROMPT, phase_of
 
+    assert [phase_of(s) for s in (1, 2, 3, 4)] == ["solve", "refine", "solve", "refine"]
     model, processor = tiny
     engine = HFRolloutEngine(model, processor)
-    cfg = _cfg("refine", max_turns=2, max_episode_tokens=160)
-    solve = run_episodes(engine, _prompts(), 2, cfg.rollout, seed=4, step=2)
+    cfg = _cfg("refine", max_turns=2, max_episode_tokens=400)
+    g = 3
+    solve = run_episodes(engine, _prompts(), g, cfg.rollout, seed=4, step=1)
     assert all(c.episode["roles"] == ["solver"] and c.policy_mask == [1] * len(c.token_ids) for c in solve.completions)
-    refine = run_episodes(engine, _prompts(), 2, cfg.rollout, seed=4, step=3)
+    assert len({tuple(c.token_ids) for c in solve.completions[:g]}) > 1  # G answers of their own
+    refine = run_episodes(engine, _prompts(), g, cfg.rollout, seed=4, step=2)
+    once = engine.rollout(_prompts(), 1, cfg.rollout, seed=4)  # the one answer per prompt the refine step shares
     tok = processor.tokenizer
-    for c, first in zip(refine.completions, solve.completions):
+    assert [c.sample_index for c in refine.completions] == [0, 0, 0, 1, 1, 1]
+    for i, c in enumerate(refine.completions):
+        first = once.completions[i // g].token_ids
         assert c.episode["roles"] == ["solver", "refiner"] and c.episode["ended_by"] == "max_turns"
-        assert c.token_ids[: len(first.token_ids)] == first.token_ids  # the same solve turn (same seed)
+        assert c.token_ids[: len(first)] == first  # every episode of a group refines the same answer
         n_ctx = c.policy_mask.index(1)
-        assert n_ctx > len(first.token_ids) and all(c.policy_mask[n_ctx:])  # the refine turn alone is trained
-        shown = REFINE_PROMPT.format(question=_prompts()[c.sample_index].messages[0]["content"][1]["text"])
-        assert shown in tok.decode(c.token_ids[:n_ctx]) and c.text == c.episode["texts"][1]
-    rnd = Round(_prompts(), refine, torch.zeros(2, 2), [None] * 4, torch.ones(2, dtype=torch.bool), {}, 0)
+        assert n_ctx > len(first) and all(c.policy_mask[n_ctx:])  # the refine turn alone is trained
+        assert REFINE_PROMPT.strip() in tok.decode(c.token_ids[:n_ctx]) and c.text == c.episode["texts"][1]
+    assert len({tuple(c.token_ids) for c in refine.completions[:g]}) > 1  # G refinements of their own
+    rnd = Round(_prompts(), refine, torch.zeros(2, g), [None] * 6, torch.ones(2, dtype=torch.bool), {}, 0)
     batch = _rectangular_batch(rnd)
     assert "_base" in batch.prompt_inputs  # no inserted images: each prompt's forward once still applies
     mask = loss_mask(batch, dataclasses.replace(cfg.algo, mask_truncated=False)).bool()
     lp = batch_logprobs(model, batch, cfg, engine.suppress_ids)
     torch.testing.assert_close(lp[mask], batch.sampler_logprobs[mask], atol=2e-5, rtol=0)
-    rewards = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
-    assert role_reward_metrics(refine.completions, rewards) == {"reward/refiner/mean": 0.25}
-    assert role_reward_metrics(solve.completions, rewards) == {"reward/solver/mean": 0.25}
+    rewards = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    assert role_reward_metrics(refine.completions, rewards) == {"reward/refiner/mean": 2 / 6}
+    assert role_reward_metrics(solve.completions, rewards) == {"reward/solver/mean": 2 / 6}
     evaluated = run_episodes(engine, _prompts(), 1, cfg.rollout, seed=0, greedy=True)
     assert all(c.episode["turns"] == 2 for c in evaluated.completions)
