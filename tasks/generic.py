@@ -131,7 +131,7 @@ def build(split: str, size: int, seed: int, data: str | None = None, verifier: s
     path = eval_data if (split == "eval" and eval_data) else data
     mapping = extra_columns(path, {**COLUMNS, **(columns or {})}, cache_dir)
     source, ds, rows = read_rows(path, mapping, required=("answer", *(columns or {})), image_root=image_root,
-                                 cache_dir=cache_dir)
+                                 cache_dir=cache_dir, images_optional=True)
     if not any(c in ds.column_names for key in ("prompt", "question") for c in _candidates(mapping[key])):
         raise DataError(f"{source}: no column for 'prompt' or 'question' (looked for "
                         f"{', '.join(repr(c) for key in ('prompt', 'question') for c in _candidates(mapping[key]))}); "

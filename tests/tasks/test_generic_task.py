@@ -99,3 +99,14 @@ def test_mmrlvr_tasks_lists_data_and_verifier_as_required(capsys):
     assert main(["tasks", "generic"]) == 0
     out = capsys.readouterr().out
     assert "  data = (required)\n  verifier = (required)\n" in out and "  video_root = None" in out
+
+
+def test_rows_may_mix_image_video_and_text_only(tmp_path):
+    Image.new("RGB", (56, 56), "white").save(tmp_path / "a.png")
+    _write_clip(tmp_path / "a.mp4", frames=20)
+    path = _rows(tmp_path, [{"image": "a.png", "video": None, "question": "What colour?", "answer": "white"},
+                            {"image": None, "video": "a.mp4", "question": "Brighter?", "answer": "yes"},
+                            {"image": None, "video": None, "question": "2 + 2?", "answer": 4}])
+    got = load_task("generic", "train", 10, 0, data=path, verifier="exact", holdout_frac=0.0, max_bad_frac=0.0,
+                    cache_dir=str(tmp_path / "c"))
+    assert [(len(s.images), len(s.videos), s.reference) for s in got] == [(1, 0, "white"), (0, 1, "yes"), (0, 0, "4")]
