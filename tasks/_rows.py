@@ -41,7 +41,7 @@ def _raw_rows(path: str | Path) -> tuple[list[tuple[int, dict]], list[str]]:
         return rows, list(names)
     for n, row in iter_jsonl(path):
         if not isinstance(row, dict):
-            raise ValueError(f"{path}:{n}: missing field (not an object)")
+            raise ValueError(f"{path}:{n}: not a JSON object")
         names.update(dict.fromkeys(row))
         rows.append((n, row))
     return rows, list(names)

@@ -85,13 +85,13 @@ def _videos(cell, root: str | None, nframes: int, max_pixels: int | None) -> tup
             path = Path(root) / path
         if not path.is_file():
             hint = "" if Path(os.path.expanduser(item)).is_absolute() else \
-                " (relative paths start from task.args.video_root, by default the data file's folder)"
+                " (relative paths start from task.args.video_dir, by default the data file's folder)"
             raise BadRow(f"video file not found: {path}{hint}")
         out.append(VideoRef(str(path), nframes=nframes, max_pixels=max_pixels))
     return tuple(out)
 
 
-def generic_sample(row: Row, source: str, spec: PromptSpec, verifier: str, video_root: str | None,
+def generic_sample(row: Row, source: str, spec: PromptSpec, verifier: str, video_dir: str | None,
                    nframes: int, max_pixels: int | None) -> Sample:
     """One row as a sample: its prompt or question, media, reference and the configured verifier."""
     fields, columns = split_extra(row.fields)
@@ -100,7 +100,7 @@ def generic_sample(row: Row, source: str, spec: PromptSpec, verifier: str, video
     if not has_prompt and not (isinstance(question, str) and question.strip()):
         raise BadRow("neither a prompt nor a question")
     reference = _reference(fields.get("answer"))
-    videos = _videos(fields.get("video"), video_root, nframes, max_pixels)
+    videos = _videos(fields.get("video"), video_dir, nframes, max_pixels)
     suffix = instruction(spec.template)
     text = prompt.strip() if has_prompt else question.strip()
     render = {**columns, "question": text, "answer_format": suffix, "columns": columns}
@@ -118,7 +118,7 @@ def generic_sample(row: Row, source: str, spec: PromptSpec, verifier: str, video
 
 def build(split: str, size: int, seed: int, data: str | None = None, verifier: str | None = None,
           eval_data: str | None = None, columns: dict | None = None, image_root: str | None = None,
-          video_root: str | None = None, nframes: int = 8, max_pixels: int | None = None,
+          video_dir: str | None = None, nframes: int = 8, max_pixels: int | None = None,
           max_bad_frac: float | None = None, template: str = "answer", holdout_frac: float = 0.1,
           cache_dir: str | None = None, prompt_template: str | None = None,
           system_prompt: str | None = None) -> list[Sample]:
@@ -131,15 +131,15 @@ def build(split: str, size: int, seed: int, data: str | None = None, verifier: s
     path = eval_data if (split == "eval" and eval_data) else data
     mapping = extra_columns(path, {**COLUMNS, **(columns or {})}, cache_dir)
     source, ds, rows = read_rows(path, mapping, required=("answer", *(columns or {})), image_root=image_root,
-                                 cache_dir=cache_dir)
+                                 cache_dir=cache_dir, images_optional=True)
     if not any(c in ds.column_names for key in ("prompt", "question") for c in _candidates(mapping[key])):
         raise DataError(f"{source}: no column for 'prompt' or 'question' (looked for "
                         f"{', '.join(repr(c) for key in ('prompt', 'question') for c in _candidates(mapping[key]))}); "
                         f"columns: {', '.join(ds.column_names)}; set task.args.columns.question")
-    if video_root is None and Path(path).exists():
-        video_root = str(Path(path).parent if Path(path).is_file() else Path(path))
+    if video_dir is None and Path(path).exists():
+        video_dir = str(Path(path).parent if Path(path).is_file() else Path(path))
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
-    return build_samples(source, rows, lambda r: generic_sample(r, source, spec, verifier, video_root, nframes, max_pixels),
+    return build_samples(source, rows, lambda r: generic_sample(r, source, spec, verifier, video_dir, nframes, max_pixels),
                          bad_frac(max_bad_frac, len(rows)), keep)
 
 

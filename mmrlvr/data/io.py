@@ -260,10 +260,12 @@ def _refs(cell, ds, row: int, column: str, root: str | None, source: str) -> lis
 
 
 def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_field: str = "image",
-              image_root: str | None = None, split: str = "train", cache_dir: str | None = None):
+              image_root: str | None = None, split: str = "train", cache_dir: str | None = None,
+              images_optional: bool = False):
     """(source name, dataset, rows): every row as a `Row`, or a (index, reason) pair if bad.
 
-    `image_root` resolves relative image paths; by default the data file's own folder.
+    `image_root` resolves relative image paths; by default the data file's own folder. With
+    `images_optional` an empty image cell is a row without images (the generic task's video rows).
     """
     ds = open_dataset(spec, split, cache_dir)
     cols = resolve_columns(ds.column_names, columns, spec, required)
@@ -284,7 +286,8 @@ def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_fiel
             continue
         fields = {f: values[c][i] for f, c in text_cols.items()}
         try:
-            refs = _refs(cells[i], raw, i, img_col, root, spec) if cells is not None else []
+            empty = cells is None or (images_optional and cells[i] is None)
+            refs = [] if empty else _refs(cells[i], raw, i, img_col, root, spec)
             rows.append(Row(i, fields, refs))
         except BadRow as exc:
             rows.append((i, str(exc)))

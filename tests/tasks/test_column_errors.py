@@ -106,3 +106,10 @@ def test_video_tasks_accept_columns_in_the_config_and_name_a_typo():
     cfg = load_config("configs/video_qwen2.5vl_3b.yaml", ["task.args.columns.vidoe=clip_id"])
     assert "task.args.columns.vidoe='clip_id': not a column key of task 'nextqa'; known: video, question, answer, " \
            "a0, a1, a2, a3, a4, type, id, prompt" in config_errors(cfg)
+
+
+def test_a_video_task_line_that_is_not_an_object_is_named(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_text(json.dumps({"video": "a.mp4", "query": "q", "timestamp": [0, 1]}) + "\n[0, 1]\n")
+    with pytest.raises(DataError, match=rf"task temporal_grounding \(train split\): {path}:2: not a JSON object$"):
+        load_task("temporal_grounding", "train", 10, 0, data=str(path))

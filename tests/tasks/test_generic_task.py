@@ -49,7 +49,7 @@ def test_video_rows_and_a_prompt_column(tmp_path):
         {"video": "a.mp4", "prompt": "Does it get brighter? Reply <answer>yes</answer> or <answer>no</answer>.", "answer": "yes"},
         {"video": "gone.mp4", "prompt": "Is it dark?", "answer": "no"},
     ])
-    got = load_task("generic", "train", 10, 0, data=path, verifier="exact", holdout_frac=0.0, video_root=str(tmp_path / "clips"),
+    got = load_task("generic", "train", 10, 0, data=path, verifier="exact", holdout_frac=0.0, video_dir=str(tmp_path / "clips"),
                     nframes=4, max_bad_frac=0.5, cache_dir=str(tmp_path / "c"))
     (s,) = got
     assert s.messages == ({"role": "user", "content": [
@@ -58,7 +58,7 @@ def test_video_rows_and_a_prompt_column(tmp_path):
     frames, _ = s.videos[0].load()
     assert len(frames) == 4
     assert got.skipped == [{"row": 1, "reason": f"video file not found: {tmp_path / 'clips' / 'gone.mp4'} (relative paths "
-                                                "start from task.args.video_root, by default the data file's folder)"}]
+                                                "start from task.args.video_dir, by default the data file's folder)"}]
 
 
 def test_settings_and_columns_are_named_before_any_row_is_built(tmp_path):
@@ -98,4 +98,15 @@ def test_mmrlvr_tasks_lists_data_and_verifier_as_required(capsys):
 
     assert main(["tasks", "generic"]) == 0
     out = capsys.readouterr().out
-    assert "  data = (required)\n  verifier = (required)\n" in out and "  video_root = None" in out
+    assert "  data = (required)\n  verifier = (required)\n" in out and "  video_dir = None" in out
+
+
+def test_rows_may_mix_image_video_and_text_only(tmp_path):
+    Image.new("RGB", (56, 56), "white").save(tmp_path / "a.png")
+    _write_clip(tmp_path / "a.mp4", frames=20)
+    path = _rows(tmp_path, [{"image": "a.png", "video": None, "question": "What colour?", "answer": "white"},
+                            {"image": None, "video": "a.mp4", "question": "Brighter?", "answer": "yes"},
+                            {"image": None, "video": None, "question": "2 + 2?", "answer": 4}])
+    got = load_task("generic", "train", 10, 0, data=path, verifier="exact", holdout_frac=0.0, max_bad_frac=0.0,
+                    cache_dir=str(tmp_path / "c"))
+    assert [(len(s.images), len(s.videos), s.reference) for s in got] == [(1, 0, "white"), (0, 1, "yes"), (0, 0, "4")]
