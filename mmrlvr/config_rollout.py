@@ -7,7 +7,7 @@ and `mmrlvr.config` re-exports the class.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -68,6 +68,10 @@ class RolloutConfig:
     turn_timeout_s: float = 10.0
     """Seconds a turn function may take; one slower (or raising) ends its episode, counted in
     episode/ended_by_error_frac, never the run."""
+    episode_args: dict = field(default_factory=dict)
+    """Settings of the episode named by rollout.episode, read by its turn function (`EpisodeState.args`).
+    refine: `instruction` (the review message; null: ThinkTwice's own, verbatim; `{question}` in it is
+    replaced by the prompt's question)."""
     vllm_gpu_memory_utilization: float = 0.3
     """vllm: share of each GPU's memory vLLM may take (weights + KV cache); the learner has the rest."""
     vllm_max_model_len: int | None = None

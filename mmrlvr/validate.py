@@ -282,10 +282,14 @@ def _check_episode(cfg: Config) -> Iterable[str]:
 
     r = cfg.rollout
     try:
-        episode_for(r.episode)
+        ep = episode_for(r.episode)
     except KeyError:
         yield _line("rollout.episode", r.episode, f"expected a registered episode: {', '.join(EPISODES.names())}")
         return
+    for key, value in (r.episode_args.items() if isinstance(r.episode_args, dict) else [("", r.episode_args)]):
+        if key not in ep.args or not isinstance(value, (str, type(None))):
+            yield _line(f"rollout.episode_args{'.' * bool(key)}{key}", value,
+                        f"expected text for one of the {r.episode} episode's settings: {', '.join(ep.args) or 'none'}")
     if r.episode == "single":
         return
     if r.engine != "hf":

@@ -59,6 +59,7 @@ class EpisodeState:
     roles: list = dataclasses.field(default_factory=list)  # the role of each policy turn
     max_pixels: int = 12544  # the processor's per-image pixel limit (what an inserted image may use)
     phase: str = ""  # the episode's phase this step (`Episode.phase`; "eval" in evaluation)
+    args: dict = dataclasses.field(default_factory=dict)  # rollout.episode_args
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,18 +70,19 @@ class Episode:
     first_role: str = "policy"
     phase: Callable[[int], str] | None = None  # step -> phase name, for episodes that alternate
     shared_first: tuple = ()  # phases whose first turn is one response per prompt, shared by its G episodes
+    args: tuple = ()  # the names rollout.episode_args may set (text values)
 
 
 EPISODES: Registry = Registry("episode")
 
 
 def register_episode(name: str, first_role: str = "policy", phase: Callable[[int], str] | None = None,
-                     shared_first: tuple = ()):
+                     shared_first: tuple = (), args: tuple = ()):
     """`@register_episode("tools")` on a turn function `fn(state: EpisodeState) -> Turn`; `phase`
     maps the RL step to a phase the turn function reads (`state.phase`); in the phases named by
     `shared_first` the G episodes of a prompt continue one first response (G refinements of one answer)."""
     def deco(fn):
-        EPISODES.register(name)(Episode(fn, first_role, phase, tuple(shared_first)))
+        EPISODES.register(name)(Episode(fn, first_role, phase, tuple(shared_first), tuple(args)))
         return fn
     return deco
 
@@ -179,7 +181,8 @@ def run_episodes(engine, prompts: list[Sample], g: int, rollout_cfg, seed: int, 
     for i, c in enumerate(out.completions):
         n = len(c.token_ids)
         lp = out.sampler_logprobs[i, :n].tolist() if out.sampler_logprobs is not None else [0.0] * n
-        st = EpisodeState(prompts[c.sample_index], [c.text], roles=[ep.first_role], max_pixels=limit, phase=phase)
+        st = EpisodeState(prompts[c.sample_index], [c.text], roles=[ep.first_role], max_pixels=limit, phase=phase,
+                          args=dict(getattr(rollout_cfg, "episode_args", None) or {}))
         rows.append(_Row(prompts[c.sample_index], c.sample_index, list(c.token_ids), [1] * n, lp, [0] * n,
                          [], [], st, c.truncated, role_tokens={ep.first_role: n}))
     turn_tokens = rollout_kw.get("max_new_tokens") or rollout_cfg.max_new_tokens

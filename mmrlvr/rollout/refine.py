@@ -30,7 +30,30 @@ REFINE_PROMPT = (
     "3. If the solution is already correct, verify each step and explain it more clearly.\n"
     "4. Finally, after finishing the review, provide your refined solution and answer.\n"
 )
-"""The refine turn's message: ThinkTwice's review instruction, verbatim (TT:69-75)."""
+"""The refine turn's message: ThinkTwice's review instruction, verbatim (TT:69-75). Their trainer
+takes another from its config (`algorithm.reflection.instruction`, TT:396-399); ours from
+`rollout.episode_args.instruction`."""
+
+
+def question_text(sample) -> str:
+    """The last text part of the sample's last user message ("" if it has none)."""
+    for message in reversed(sample.messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [part.get("text", "") for part in content if isinstance(part, dict) and "text" in part]
+        return texts[-1] if texts else ""
+    return ""
+
+
+def instruction(state: EpisodeState) -> str:
+    """The review message: rollout.episode_args.instruction with `{question}` filled in, else REFINE_PROMPT."""
+    own = state.args.get("instruction")
+    if not own:
+        return REFINE_PROMPT
+    return str(own).replace("{question}", question_text(state.sample)).strip()
 
 
 def phase_of(step: int) -> str:
@@ -38,9 +61,9 @@ def phase_of(step: int) -> str:
     return "solve" if step % 2 == 1 else "refine"
 
 
-@register_episode("refine", first_role="solver", phase=phase_of, shared_first=("refine",))
+@register_episode("refine", first_role="solver", phase=phase_of, shared_first=("refine",), args=("instruction",))
 def refine_turn(state: EpisodeState) -> Turn:
     """After the solve turn: the end (solve phase) or the review instruction (refine phase, evaluation)."""
     if state.phase == "solve" or len(state.turns) > 1:
         return Turn(end=True, reason="answered")
-    return Turn({"role": "user", "content": REFINE_PROMPT}, role="refiner", context_only=state.phase != "eval")
+    return Turn({"role": "user", "content": instruction(state)}, role="refiner", context_only=state.phase != "eval")

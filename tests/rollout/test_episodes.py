@@ -209,3 +209,17 @@ def test_refine_phases_train_only_their_own_turn(tiny):
     assert role_reward_metrics(solve.completions, rewards) == {"reward/solver/mean": 2 / 6}
     evaluated = run_episodes(engine, _prompts(), 1, cfg.rollout, seed=0, greedy=True)
     assert all(c.episode["turns"] == 2 for c in evaluated.completions)
+
+
+def test_refine_takes_its_instruction_from_episode_args(tiny):
+    """rollout.episode_args.instruction replaces ThinkTwice's, `{question}` filled with the prompt's question."""
+    model, processor = tiny
+    engine = HFRolloutEngine(model, processor)
+    cfg = _cfg("refine", max_turns=2, max_episode_tokens=160)
+    cfg.rollout.episode_args = {"instruction": "Check it again. {question}"}
+    out = run_episodes(engine, _prompts(), 2, cfg.rollout, seed=1, step=2)
+    tok = processor.tokenizer
+    for c in out.completions:
+        question = _prompts()[c.sample_index].messages[0]["content"][1]["text"]
+        shown = tok.decode(c.token_ids[: c.policy_mask.index(1)])
+        assert f"Check it again. {question}" in shown and "carefully review" not in shown
