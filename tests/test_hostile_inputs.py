@@ -12,7 +12,7 @@ import pytest
 
 from mmrlvr.api import as_config, check_inputs
 from mmrlvr.config import ConfigError, load_config
-from mmrlvr.data.io import BadRow, DataError
+from mmrlvr.data.io import BadRow, DataError, open_dataset
 from mmrlvr.data.prompts import PromptSpec
 from mmrlvr.validate import validate_config
 
@@ -57,6 +57,19 @@ def test_hostile_input_is_one_named_line(case):
     with pytest.raises(ConfigError, match=line) as err:
         make()
     assert "\n" not in str(err.value)
+
+
+def test_a_csv_column_that_changes_kind_is_named_with_its_row(tmp_path):
+    """The reader fixes a column's type from its first block of rows; text under numbers 12,000
+    rows later is one line naming the row and column (the question column holds 'two' too, as text
+    from its first row, and is not the one named)."""
+    rows = ["question,answer", "two,0"] + [f"q{i},{i}" for i in range(1, 12000)] + ["qx,two"]
+    (tmp_path / "rows.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(DataError) as err:
+        open_dataset(str(tmp_path / "rows.csv"), cache_dir=str(tmp_path / "cache"))
+    assert str(err.value) == (f"{tmp_path / 'rows.csv'}: row 12000, column 'answer': 'two' is text where the rows "
+                              "before hold int64 (a column is read as one type); make the column's values one kind, "
+                              "or use JSONL")
 
 
 def test_what_python_hands_over_as_it_comes_works():
