@@ -44,6 +44,9 @@ REFUSED = {
     "overrides=[None]": (lambda: as_config(QUICK, [None]), r"overrides\[0\]: expected a 'key=value' string, got None"),
     "overrides a string": (lambda: as_config(QUICK, "seed=1"), r"overrides: expected a list of 'key=value' strings, got str"),
     "rewards=[len]": (lambda: _api(rewards=[len]), r"rewards\[0\] \(len\): 'len' takes \(obj\); expected fn\(completion, sample\)"),
+    "rewards=len (not in a list)": (lambda: _api(rewards=len), r"rewards\[0\] \(len\): 'len' takes \(obj\); expected fn"),
+    "rewards=3": (lambda: _api(rewards=3), r"rewards: expected a callable or a list of callables .*, got 3; a registered"),
+    "rewards a verifier name": (lambda: _api(rewards="choice"), r"rewards: expected a callable or a list .*, got 'choice'"),
     "a dict containing itself": (_self_containing, r"config\.task\.args\.me: the dict contains itself"),
     "a column of int and str": (lambda: _api(train_data=[{"question": "q", "answer": 3}, {"question": "r", "answer": None},
                                                          {"question": "s", "answer": "four"}]),
@@ -76,6 +79,11 @@ def test_what_python_hands_over_as_it_comes_works():
     cfg = as_config({"output_dir": pathlib.Path("runs") / "p", "train": {"steps": np.int64(3), "lr": np.float32(0.25)}}, None)
     cfg = validate_config(cfg)
     assert (cfg.output_dir, cfg.train.steps, type(cfg.train.steps), cfg.train.lr) == ("runs/p", 3, int, 0.25)
+    def shorter(completion, sample):
+        return float(len(completion) < 9)
+
+    (name, _, weight), = check_inputs(cfg, rewards=shorter).rewards  # one function, as TRL takes it
+    assert (name, weight) == ("shorter", 1.0)
     # a null section is that section's defaults, as `rollout:` with nothing under it
     assert _cfg("rollout=null", "train=null", "task.args=null").rollout.group_size == 8
 
