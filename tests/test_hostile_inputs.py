@@ -117,6 +117,12 @@ def test_a_failing_template_is_one_line_naming_it_and_the_row(text, shared_data,
                   prompt_template=str(tmp_path / "t.jinja"), holdout_frac=0.0, max_bad_frac=0.0)
 
 
+def test_a_template_nested_too_deeply_to_parse_is_named_before_the_model_loads(tmp_path):
+    (tmp_path / "deep.jinja").write_text("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }} <answer>")
+    with pytest.raises(ConfigError, match=rf"^task\.args\.prompt_template='{tmp_path}/deep\.jinja': nested too deeply to parse$"):
+        _cfg(f"task.args.prompt_template={tmp_path / 'deep.jinja'}")
+
+
 def test_bounds_leave_ordinary_templates_alone():
     text = "{{ 2 ** 10 }} {{ 'ab' * 3 }} {% for i in range(3) %}{{ i }}{% endfor %} {{ question | upper }}"
     assert PromptSpec(text=text, path="t.jinja").render({"question": "qq"}) == "1024 ababab 012 QQ"
