@@ -72,7 +72,9 @@ def format_problems(args: dict, module, rewards: list[str], eval_verifiers: list
 
     used = verifiers_in_use(rewards, eval_verifiers, getattr(module, "VERIFIERS", ()))
     out: list[tuple[str, object, str]] = []
-    path = args.get("prompt_template")
+    path, system = args.get("prompt_template"), args.get("system_prompt")
+    if system is not None and not isinstance(system, str):
+        out.append(("task.args.system_prompt", system, "expected text (a system turn before the user turn)"))
     if path is not None:
         try:
             text = prompt_spec("answer", path).text

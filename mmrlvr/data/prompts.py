@@ -108,6 +108,8 @@ def prompt_spec(template: str = "answer", prompt_template: str | None = None, sy
     instruction(template)
     text = None
     if prompt_template is not None:
+        if not isinstance(prompt_template, str):
+            raise ValueError(f"task.args.prompt_template {prompt_template!r}: expected the path of a Jinja template")
         path = Path(prompt_template).expanduser()
         if not path.is_file():
             raise ValueError(f"task.args.prompt_template {prompt_template!r}: file not found (a Jinja template)")
