@@ -127,6 +127,11 @@ def pickled_rewards(rewards: Iterable) -> list[tuple[str, bytes, float]]:
 
     from mmrlvr.verifiers.reward_styles import RewardSignatureError, reward_style
 
+    if callable(rewards):  # one function, as TRL's reward_funcs takes it
+        rewards = [rewards]
+    if isinstance(rewards, (str, bytes, dict)) or not isinstance(rewards, Iterable):
+        raise ConfigError(f"rewards: expected a callable or a list of callables (or (function, weight) pairs), "
+                          f"got {short(rewards)}; a registered verifier is named in the config's rewards: instead")
     out, taken = [], set()
     for i, item in enumerate(rewards):
         fn, weight = item if isinstance(item, tuple) and len(item) == 2 else (item, 1.0)
@@ -275,14 +280,15 @@ def _tidy(run_dir: Path, keep: Iterable[Path]) -> None:
 
 
 def run(config: str | Path | dict | Config, *, train_data=None, eval_data=None,
-        rewards: Sequence[Callable | tuple[Callable, float]] | None = None, overrides: Sequence[str] = ()) -> dict:
+        rewards: Callable | Sequence[Callable | tuple[Callable, float]] | None = None,
+        overrides: Sequence[str] = ()) -> dict:
     """Train (warm start, RL, before/after evaluation) and return the run's summary.
 
     `config`: a YAML path, a dict or a `Config`; `overrides`: dotted "key=value" strings applied
     on top. `train_data`/`eval_data`: a `datasets.Dataset` or a list of dicts, read through the
     task's column mapping (no `eval_data`: a held-out slice of `train_data`). `rewards`: callables
     `fn(completion, sample) -> float | Verdict` (or TRL's `fn(completions, **kwargs)`, EasyR1's
-    `compute_score`), each a reward term of weight 1, or `(fn, weight)` pairs, added to the
+    `compute_score`; one alone or a list), each a reward term of weight 1, or `(fn, weight)` pairs, added to the
     config's `rewards:`, run in the verifier pool under `verifier_timeout`. They are staged in
     `<output_dir>/.mmrlvr_inputs/` after the run lock is taken; a resume with other rows or
     rewards is refused like a changed config. Library progress bars (datasets, huggingface_hub,

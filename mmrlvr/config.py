@@ -311,6 +311,8 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, where)
     origin = typing.get_origin(tp)
+    if (origin is dict or tp is dict) and not isinstance(value, dict):  # `task.args=[1, 2]`
+        raise ConfigError(f"{where}: expected a mapping, got {short(value)}")
     if origin is list:
         (inner,) = typing.get_args(tp) or (Any,)
         if not isinstance(value, list):

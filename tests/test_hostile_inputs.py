@@ -12,7 +12,7 @@ import pytest
 
 from mmrlvr.api import as_config, check_inputs
 from mmrlvr.config import ConfigError, load_config
-from mmrlvr.data.io import BadRow, DataError
+from mmrlvr.data.io import BadRow, DataError, open_dataset
 from mmrlvr.data.prompts import PromptSpec
 from mmrlvr.validate import validate_config
 
@@ -40,10 +40,18 @@ REFUSED = {
     "train.steps=null": (lambda: _cfg("train.steps=null"), r"train\.steps: expected int, got null"),
     "task.name=../../x": (lambda: _cfg("task.name=../../x"), r"task\.name='\.\./\.\./x': a task module; known: "),
     "output_dir=": (lambda: _cfg("output_dir="), r"output_dir='': expected a non-empty path"),
+    "task.args=[1, 2]": (lambda: _cfg("task.args=[1, 2]"), r"task\.args: expected a mapping, got \[1, 2\]"),
+    "prompt_template=3": (lambda: _cfg("task.args.prompt_template=3"),
+                          r"task\.args\.prompt_template=3: expected the path of a Jinja template"),
+    "system_prompt=[1]": (lambda: _cfg("task.args.system_prompt=[1]"),
+                          r"task\.args\.system_prompt=\[1\]: expected text \(a system turn before the user turn\)"),
     "override not YAML": (lambda: _cfg("task.args={a:"), r"override 'task\.args': value '\{a:' is not valid YAML"),
     "overrides=[None]": (lambda: as_config(QUICK, [None]), r"overrides\[0\]: expected a 'key=value' string, got None"),
     "overrides a string": (lambda: as_config(QUICK, "seed=1"), r"overrides: expected a list of 'key=value' strings, got str"),
     "rewards=[len]": (lambda: _api(rewards=[len]), r"rewards\[0\] \(len\): 'len' takes \(obj\); expected fn\(completion, sample\)"),
+    "rewards=len (not in a list)": (lambda: _api(rewards=len), r"rewards\[0\] \(len\): 'len' takes \(obj\); expected fn"),
+    "rewards=3": (lambda: _api(rewards=3), r"rewards: expected a callable or a list of callables .*, got 3; a registered"),
+    "rewards a verifier name": (lambda: _api(rewards="choice"), r"rewards: expected a callable or a list .*, got 'choice'"),
     "a dict containing itself": (_self_containing, r"config\.task\.args\.me: the dict contains itself"),
     "a column of int and str": (lambda: _api(train_data=[{"question": "q", "answer": 3}, {"question": "r", "answer": None},
                                                          {"question": "s", "answer": "four"}]),
@@ -59,10 +67,28 @@ def test_hostile_input_is_one_named_line(case):
     assert "\n" not in str(err.value)
 
 
+def test_a_csv_column_that_changes_kind_is_named_with_its_row(tmp_path):
+    """The reader fixes a column's type from its first block of rows; text under numbers 12,000
+    rows later is one line naming the row and column (the question column holds 'two' too, as text
+    from its first row, and is not the one named)."""
+    rows = ["question,answer", "two,0"] + [f"q{i},{i}" for i in range(1, 12000)] + ["qx,two"]
+    (tmp_path / "rows.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(DataError) as err:
+        open_dataset(str(tmp_path / "rows.csv"), cache_dir=str(tmp_path / "cache"))
+    assert str(err.value) == (f"{tmp_path / 'rows.csv'}: row 12000, column 'answer': 'two' is text where the rows "
+                              "before hold int64 (a column is read as one type); make the column's values one kind, "
+                              "or use JSONL")
+
+
 def test_what_python_hands_over_as_it_comes_works():
     cfg = as_config({"output_dir": pathlib.Path("runs") / "p", "train": {"steps": np.int64(3), "lr": np.float32(0.25)}}, None)
     cfg = validate_config(cfg)
     assert (cfg.output_dir, cfg.train.steps, type(cfg.train.steps), cfg.train.lr) == ("runs/p", 3, int, 0.25)
+    def shorter(completion, sample):
+        return float(len(completion) < 9)
+
+    (name, _, weight), = check_inputs(cfg, rewards=shorter).rewards  # one function, as TRL takes it
+    assert (name, weight) == ("shorter", 1.0)
     # a null section is that section's defaults, as `rollout:` with nothing under it
     assert _cfg("rollout=null", "train=null", "task.args=null").rollout.group_size == 8
 
@@ -94,6 +120,12 @@ def test_a_failing_template_is_one_line_naming_it_and_the_row(text, shared_data,
                                         rf".*t\.jinja: {reason}; row 1: "):
         load_task("geometry", "train", 3, 0, data=str(data / "annotations.jsonl"), image_root=str(data),
                   prompt_template=str(tmp_path / "t.jinja"), holdout_frac=0.0, max_bad_frac=0.0)
+
+
+def test_a_template_nested_too_deeply_to_parse_is_named_before_the_model_loads(tmp_path):
+    (tmp_path / "deep.jinja").write_text("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }} <answer>")
+    with pytest.raises(ConfigError, match=rf"^task\.args\.prompt_template='{tmp_path}/deep\.jinja': nested too deeply to parse$"):
+        _cfg(f"task.args.prompt_template={tmp_path / 'deep.jinja'}")
 
 
 def test_bounds_leave_ordinary_templates_alone():

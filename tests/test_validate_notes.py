@@ -42,3 +42,19 @@ def test_one_warning_line_where_it_cancels():
 ])
 def test_no_warning_where_the_bonus_matters(extra):
     assert list(config_warnings(load_config(None, VIDEO + extra))) == []
+
+
+def test_training_prints_the_warning_before_the_model_loads(monkeypatch, capsys, tmp_path):
+    import mmrlvr.train.loop as loop
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop  # the run directory is claimed before any data or model is loaded
+
+    monkeypatch.setattr(loop, "claim_run_dir", stop)
+    cfg = load_config("configs/video_motion_contrast_tiny.yaml", ["algo.advantage=grpo", f"output_dir={tmp_path / 'r'}"])
+    with pytest.raises(Stop):
+        loop.train(cfg)
+    assert capsys.readouterr().err == f"mmrlvr: warning: {LINE}\n"

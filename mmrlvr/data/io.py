@@ -102,7 +102,11 @@ def _load_files(files: list[str], suffix: str, cache_dir, spec: str):
         where = next((w for f in files if suffix == ".jsonl" and (w := first_bad_jsonl_line(f))), None)
         if where is not None:  # the datasets error names no line; this does
             raise DataError(where) from None
-        raise DataError(f"{spec}: cannot read as {FORMATS[suffix]}: {type(exc).__name__}: {str(exc)[:300]}") from None
+        from mmrlvr.data.csv_types import mixed_cell, root_message
+
+        why = root_message(exc)
+        cell = next((f"{f}: {c}" for f in files if suffix == ".csv" and (c := mixed_cell(f, why))), None)
+        raise DataError(cell or f"{spec}: cannot read as {FORMATS[suffix]}: {why}") from None
     # the first load converts the file into a memory-mapped Arrow cache; give back the buffers
     # the conversion used, or Arrow's allocator keeps them (hundreds of MB for image columns)
     pa.default_memory_pool().release_unused()

@@ -73,7 +73,9 @@ def format_problems(args: dict, module, rewards: list[str], eval_verifiers: list
     own = getattr(module, "VERIFIERS", ()) or ([args["verifier"]] if isinstance(args.get("verifier"), str) else [])
     used = verifiers_in_use(rewards, eval_verifiers, own)  # generic: task.args.verifier scores its rows
     out: list[tuple[str, object, str]] = []
-    path = args.get("prompt_template")
+    path, system = args.get("prompt_template"), args.get("system_prompt")
+    if system is not None and not isinstance(system, str):
+        out.append(("task.args.system_prompt", system, "expected text (a system turn before the user turn)"))
     if path is not None:
         try:
             text = prompt_spec("answer", path).text

@@ -108,6 +108,8 @@ def prompt_spec(template: str = "answer", prompt_template: str | None = None, sy
     instruction(template)
     text = None
     if prompt_template is not None:
+        if not isinstance(prompt_template, str):
+            raise ValueError(f"task.args.prompt_template {prompt_template!r}: expected the path of a Jinja template")
         path = Path(prompt_template).expanduser()
         if not path.is_file():
             raise ValueError(f"task.args.prompt_template {prompt_template!r}: file not found (a Jinja template)")
@@ -119,6 +121,8 @@ def prompt_spec(template: str = "answer", prompt_template: str | None = None, sy
             SandboxedEnvironment().parse(text)
         except jinja2.TemplateSyntaxError as exc:
             raise ValueError(f"task.args.prompt_template {prompt_template}:{exc.lineno}: {exc.message}") from None
+        except RecursionError:  # jinja2's parser recurses once per nested bracket
+            raise ValueError(f"task.args.prompt_template {prompt_template}: nested too deeply to parse") from None
     if system_prompt is not None and not isinstance(system_prompt, str):
         raise ValueError(f"task.args.system_prompt {system_prompt!r}: expected text")
     return PromptSpec(template, text, str(prompt_template or ""), system_prompt or None)

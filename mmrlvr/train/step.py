@@ -44,11 +44,11 @@ class Round:
     metrics: dict
     index: int  # 0 for the first round of the step
     gen_s: float = 0.0  # seconds spent generating (the rest of the round is scoring)
-    bonus: torch.Tensor | None = None  # (B, G) added by strategies inside `rewards` (None: nothing)
     extra_groups: list = dataclasses.field(default_factory=list)
     """Groups a strategy adds beyond the engine's (a demonstration, a hinted prompt), each
     (prompt, completions, rewards (G_b,), verdicts, per-completion sampler log-probs or None);
     their sizes may differ from G. They are kept (trained on) after the round's own groups."""
+    bonus: torch.Tensor | None = None  # (B, G) added by strategies inside `rewards` (None: nothing)
 
 
 @dataclasses.dataclass

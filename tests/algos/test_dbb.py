@@ -91,3 +91,36 @@ def test_bad_shapes_and_values():
         dbb(T([[2.0, 0.0]]), T([1.0]), T([1.0]))
     with pytest.raises(ValueError, match="> 0"):
         dbb(T([[1.0, 0.0]]), T([0.0]), T([1.0]))
+
+
+def _visits(lam: float, g: int, n: int, right: float, include_current: bool = True):
+    """(alpha, beta) after n groups of g rewards all equal to `right` (1: all correct, 0: all wrong)."""
+    a, b = T([1.0]), T([1.0])
+    for _ in range(n):
+        _, a, b = dbb(T([[right] * g]), a, b, lam=lam, include_current=include_current)
+    return a, b
+
+
+def test_the_stated_range_of_a_right_wrong_reward():
+    """docs/explanation/sample-efficiency.md: with right/wrong rewards, G scorable completions and
+    include_current, every advantage lies within +-sqrt(G / (1 - lam) - 1) (8.89 at G = 8, lam
+    0.9; GRPO's is (G - 1) / sqrt(G) = 2.47), approached after many all-correct (or all-wrong) visits."""
+    g, lam = 8, 0.9
+    bound = math.sqrt(g / (1 - lam) - 1)
+    assert bound == pytest.approx(8.888, abs=1e-3)
+    # the issue's figure: 39 all-correct visits, then 7 right of 8: alpha 0.9^39 + 80 (1 - 0.9^39) = 78.70,
+    # alpha' = 0.9 * 78.70 + 7 = 77.83, beta' = 0.9 * 0.9^39 + 1 = 1.0148: -sqrt(77.83 / 1.0148) = -8.757
+    a, b = _visits(lam, g, 39, 1.0)
+    adv, _, _ = dbb(T([[1.0] * 7 + [0.0]]), a, b, lam=lam)
+    assert adv[0, 7].item() == pytest.approx(-8.757, abs=1e-3)
+    for n in (1, 10, 39, 500):
+        a, b = _visits(lam, g, n, 1.0)
+        low, _, _ = dbb(T([[1.0] * 7 + [0.0]]), a, b, lam=lam)
+        a, b = _visits(lam, g, n, 0.0)
+        high, _, _ = dbb(T([[1.0] + [0.0] * 7]), a, b, lam=lam)  # the mirror: one right after all-wrong visits
+        assert -bound <= low.min().item() and high.max().item() <= bound
+    assert low.min().item() == pytest.approx(-bound, abs=1e-4) and high.max().item() == pytest.approx(bound, abs=1e-4)
+    # include_current: false has no such bound: the old beta decays as lam^n
+    a, b = _visits(lam, g, 200, 1.0, include_current=False)
+    off, _, _ = dbb(T([[1.0] * 7 + [0.0]]), a, b, lam=lam, include_current=False)
+    assert off.min().item() < -1000
