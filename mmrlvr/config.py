@@ -2,7 +2,8 @@
 
 `load_config("configs/quickstart.yaml", ["train.lr=1e-5", "algo.algorithm=dapo"])`. Every field
 has a default, so a YAML file names only what it changes; an unknown key is an error that says
-which keys exist, because a typo silently ignored is a wasted run.
+which keys exist and which one was probably meant, because a typo silently ignored is a wasted run
+(`mmrlvr.config_keys`: "did you mean", and blaming the override that set a bad key or value).
 """
 
 from __future__ import annotations
