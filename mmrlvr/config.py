@@ -354,7 +354,7 @@ def build_config(raw: dict, overrides: list[str], source: str | None = None) -> 
     """`raw` (from `source`, a YAML path, or None: a dict from Python) with `overrides` applied, as
     a `Config`; an error is blamed on the override that set its key, else on `source`."""
     raw = apply_overrides(raw, overrides)
-    check_expanded_size(raw, source or "overrides")
+    check_expanded_size(raw, source or "config")  # no YAML file: a dict from Python, or overrides alone
     try:
         return _build(Config, raw, "")
     except ConfigError as exc:
