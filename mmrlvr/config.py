@@ -2,7 +2,8 @@
 
 `load_config("configs/quickstart.yaml", ["train.lr=1e-5", "algo.algorithm=dapo"])`. Every field
 has a default, so a YAML file names only what it changes; an unknown key is an error that says
-which keys exist, because a typo silently ignored is a wasted run.
+which keys exist and which one was probably meant, because a typo silently ignored is a wasted run
+(`mmrlvr.config_keys`: "did you mean", and blaming the override that set a bad key or value).
 """
 
 from __future__ import annotations
@@ -355,7 +356,7 @@ def build_config(raw: dict, overrides: list[str], source: str | None = None) -> 
     """`raw` (from `source`, a YAML path, or None: a dict from Python) with `overrides` applied, as
     a `Config`; an error is blamed on the override that set its key, else on `source`."""
     raw = apply_overrides(raw, overrides)
-    check_expanded_size(raw, source or "overrides")
+    check_expanded_size(raw, source or "config")  # no YAML file: a dict from Python, or overrides alone
     try:
         return _build(Config, raw, "")
     except ConfigError as exc:

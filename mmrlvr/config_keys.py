@@ -103,6 +103,12 @@ def did_you_mean(key: str, cls: type) -> str | None:
     return re.sub(r"\[\]", lambda m: next(indices, "[]"), best[0])
 
 
+def near_name(name: str, names: list[str]) -> str:
+    """" (did you mean max_red?)" for a near miss among `names` (a task's arguments), else ""."""
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
 def blamed_override(key: str | None, overrides: list[str]) -> str | None:
     """The last override that set `key` or a section holding it ("rollout={group_siz: 4}"
     holds "rollout.group_siz"), or None: then the key came from the YAML file or dict."""

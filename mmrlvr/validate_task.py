@@ -8,6 +8,7 @@ import inspect
 from typing import Iterable
 
 from mmrlvr.config import Config
+from mmrlvr.config_keys import near_name
 from mmrlvr.validate_rules import _line
 
 
@@ -47,7 +48,8 @@ def _check_task(cfg: Config) -> Iterable[str]:
                     "and what training excludes")
     for arg in cfg.task.args:
         if arg not in known:
-            yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: {', '.join(known)}")
+            yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: "
+                        f"{', '.join(known)}{near_name(str(arg), known)}")
 
 
 def _check_task_args(cfg: Config) -> Iterable[str]:

@@ -61,3 +61,13 @@ def test_cli_prints_one_line_blaming_the_override(capsys):
         "mmrlvr: error: override `rollout.group_siz=4`: unknown config key 'rollout.group_siz'; "
         "did you mean rollout.group_size?"), err
     assert "quickstart.yaml" not in err[0]
+
+
+def test_a_near_miss_task_argument_is_named():
+    from mmrlvr.validate import config_errors
+
+    errors = config_errors(load_config("configs/quickstart.yaml", ["task.args.max_redd=3", "task.args.zzz=1"]))
+    assert [e for e in errors if e.startswith("task.args.max_redd=3:")] == [
+        "task.args.max_redd=3: not an argument of task 'counting'; known: max_red, max_total, flaw_min, flaw_prob, "
+        "eval_size, prompt_template, system_prompt (did you mean max_red?)"]
+    assert [e for e in errors if e.startswith("task.args.zzz=1:")][0].endswith("system_prompt")  # nothing close: no guess

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import math
 import sys
 from pathlib import Path
@@ -202,15 +203,43 @@ def clean_verdict(result, bounded: bool = True) -> Verdict:
     return Verdict(score, str(v.reason), parts)
 
 
-def safe_verify(fn: VerifierFn, completion: str, sample) -> Verdict:
+def safe_verify(fn: VerifierFn, completion: str, sample, timeout: float | None = None) -> Verdict:
     """Call a verifier in this process; any exception becomes score 0 with the reason.
 
-    No time bound here: use `VerifierPool` when a verifier may hang (math, user code). A plug-in's
-    `sys.exit` is a failure too (in-process it would end the whole program with exit status 0).
+    A synchronous call has no time bound here: use `VerifierPool` when a verifier may hang (math,
+    user code). An `async def` verifier is awaited for at most `timeout` seconds (the verifier
+    time-out; None: no bound), and running out is a failure like a raise. A plug-in's `sys.exit`
+    is a failure too (in-process it would end the whole program with exit status 0).
     """
     try:
-        return clean_verdict(fn(completion, sample), bounded=not getattr(fn, "unbounded", False))
+        result = fn(completion, sample)
+        if inspect.isawaitable(result):
+            try:
+                result = run_awaitable(result, timeout)
+            except TimeoutError:
+                if timeout is None:
+                    raise
+                return failed(f"timed out after {timeout:g}s")
+        return clean_verdict(result, bounded=not getattr(fn, "unbounded", False))
     except BadReference as exc:
         return Verdict(0.0, f"{BAD_REFERENCE}{exc}")
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - model output must never crash a step
         return failed(f"raised {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def run_awaitable(awaitable, timeout: float | None):
+    """The value of `awaitable`, awaited for at most `timeout` seconds (TimeoutError past it) on an
+    event loop of its own; in a thread of its own when this thread already runs a loop (a notebook)."""
+    import asyncio
+
+    async def bounded():
+        return await asyncio.wait_for(awaitable, timeout)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(bounded())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as one:
+        return one.submit(asyncio.run, bounded()).result()

@@ -75,7 +75,7 @@ def _run_chunk(spec: str, items: list, timeout: float) -> list[Verdict]:
     for completion, sample in items:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
-            out.append(safe_verify(fn, completion, sample))  # VerifierTimeout is not an Exception
+            out.append(safe_verify(fn, completion, sample, timeout))  # VerifierTimeout is not an Exception
         except VerifierTimeout:
             out.append(failed(f"timed out after {timeout:g}s"))
         except KeyboardInterrupt:  # raised by the verifier itself: the parent's Ctrl-C kills the pool

@@ -85,35 +85,57 @@ def _from_easyr1(result) -> Verdict | float:
     return result
 
 
+def _trl_call(fn: Callable, completion, sample):
+    ids = getattr(completion, "token_ids", None)
+    kwargs = {k: [v] for k, v in _columns(sample).items()}
+    return fn(completions=[str(completion)], prompts=[_prompt_text(sample)],
+              completion_ids=[list(ids) if ids is not None else None], **kwargs)
+
+
+def _trl_result(out) -> Verdict | float:
+    values = list(out)
+    if len(values) != 1:
+        raise ValueError(f"returned {len(values)} rewards for 1 completion")
+    return Verdict(0.0, NOT_APPLICABLE) if values[0] is None else values[0]
+
+
+def _easyr1_batch_call(fn: Callable, completion, sample):
+    ids = getattr(completion, "token_ids", None)
+    item = {"response": str(completion), "response_length": len(ids) if ids is not None else None,
+            "ground_truth": getattr(sample, "reference", None)}
+    return fn([item])
+
+
+def _easyr1_batch_result(out) -> Verdict | float:
+    values = list(out)
+    if len(values) != 1:
+        raise ValueError(f"returned {len(values)} scores for 1 input")
+    return _from_easyr1(values[0])
+
+
+SHAPES = {  # style -> (call fn on one item, read what it returned)
+    "trl": (_trl_call, _trl_result),
+    "easyr1_batch": (_easyr1_batch_call, _easyr1_batch_result),
+    "easyr1": (lambda fn, completion, sample: fn(str(completion), getattr(sample, "reference", None)), _from_easyr1),
+}
+
+
+async def _then(awaitable, read: Callable):
+    return read(await awaitable)
+
+
 def adapt(fn: Callable) -> Callable:
     """`fn` as a per-item `(completion, sample)` verifier; `.unbounded` marks the shapes whose
-    scores are any finite number."""
+    scores are any finite number. An `async def` reward of any shape gives back an awaitable,
+    which `safe_verify` awaits under the verifier time-out."""
     style = reward_style(fn)
     if style == "mmrlvr":
         return fn
+    call, read = SHAPES[style]
 
-    if style == "trl":
-        def verify(completion, sample):
-            ids = getattr(completion, "token_ids", None)
-            kwargs = {k: [v] for k, v in _columns(sample).items()}
-            out = fn(completions=[str(completion)], prompts=[_prompt_text(sample)],
-                     completion_ids=[list(ids) if ids is not None else None], **kwargs)
-            values = list(out)
-            if len(values) != 1:
-                raise ValueError(f"returned {len(values)} rewards for 1 completion")
-            return Verdict(0.0, NOT_APPLICABLE) if values[0] is None else values[0]
-    elif style == "easyr1_batch":
-        def verify(completion, sample):
-            ids = getattr(completion, "token_ids", None)
-            item = {"response": str(completion), "response_length": len(ids) if ids is not None else None,
-                    "ground_truth": getattr(sample, "reference", None)}
-            values = list(fn([item]))
-            if len(values) != 1:
-                raise ValueError(f"returned {len(values)} scores for 1 input")
-            return _from_easyr1(values[0])
-    else:
-        def verify(completion, sample):
-            return _from_easyr1(fn(str(completion), getattr(sample, "reference", None)))
+    def verify(completion, sample):
+        out = call(fn, completion, sample)
+        return _then(out, read) if inspect.isawaitable(out) else read(out)
 
     verify.__name__ = getattr(fn, "__name__", "reward")
     verify.original = fn  # not __wrapped__: inspect.signature would follow it back to fn's shape

@@ -10,15 +10,17 @@ from mmrlvr.verifiers.failures import FailureCounter
 
 
 class InProcessScorer:
-    """Scores in this process: fastest, every exception caught, but no time bound.
+    """Scores in this process: fastest, every exception caught, but no time bound on a plain call
+    (an `async def` verifier's await is bounded by `timeout`).
 
     For verifiers known to be quick and total (the counting task's `count`); anything that parses
     math or runs user code belongs in a `VerifierPool`.
     """
 
-    def __init__(self, plugins=None):
+    def __init__(self, plugins=None, timeout: float | None = None):
         # the plug-in specs the user named, which data may name; None: the caller checked
         self.plugins = None if plugins is None else tuple(plugins)
+        self.timeout = timeout  # bounds an `async def` verifier's await (a plain call cannot be bounded here)
         self._fns: dict = {}
         self.failures = FailureCounter()  # per verifier: failed verdicts, warned past a small share
 
@@ -28,7 +30,7 @@ class InProcessScorer:
             if self.plugins is not None:
                 check_allowed(spec, self.plugins)
             fn = self._fns[spec] = resolve_verifier(spec)
-        out = [safe_verify(fn, c, s) for c, s in zip(completions, samples)]
+        out = [safe_verify(fn, c, s, self.timeout) for c, s in zip(completions, samples)]
         self.failures.record(spec, out)
         return out
 
@@ -44,7 +46,7 @@ def make_scorer(timeout: float = 5.0, workers: int = 2, plugins=None):
     caller has checked every spec it passes.
     """
     if workers <= 0:
-        return InProcessScorer(plugins)
+        return InProcessScorer(plugins, timeout)
     from mmrlvr.verifiers.pool import VerifierPool
 
     return VerifierPool(timeout=timeout, workers=workers, plugins=plugins)

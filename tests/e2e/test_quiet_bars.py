@@ -17,14 +17,16 @@ BARS = ("Generating train split", "Map", "Creating json", "Loading weights", "Sa
 
 
 def test_bars_are_off_inside_and_as_they_were_after():
+    was = datasets.is_progress_bar_enabled(), hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a script's own choice: transformers off, datasets on
     datasets.enable_progress_bars()
     try:
         with quiet_third_party_bars():
             assert not datasets.is_progress_bar_enabled() and not hf_logging.is_progress_bar_enabled()
         assert datasets.is_progress_bar_enabled() and not hf_logging.is_progress_bar_enabled()
-    finally:
-        hf_logging.enable_progress_bar()
+    finally:  # the process's settings as the test found them
+        datasets.enable_progress_bars() if was[0] else datasets.disable_progress_bars()
+        hf_logging.enable_progress_bar() if was[1] else hf_logging.disable_progress_bar()
 
 
 def test_a_run_on_rows_from_python_shows_no_library_bar(tmp_path, shared_data, capfd):

@@ -89,3 +89,32 @@ def test_weights_and_shapes_of_python_rewards_are_checked_before_staging(tmp_pat
             mmrlvr.run(ROOT / "configs/quickstart.yaml", rewards=[bad],
                        overrides=[*SMALL, f"output_dir={tmp_path / 'run'}"])
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_rewards_from_python_take_a_weight_each(tmp_path):
+    """`rewards=[(fn, weight), fn]`: each term is weighted in the summed reward (here 0.5, -2 and 1),
+    and the weights are saved in config.yaml, so a resume or a rerun scores the same."""
+    import importlib.util
+
+    import yaml
+
+    import mmrlvr
+
+    spec = importlib.util.spec_from_file_location("trl_rewards_weights", REWARDS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = tmp_path / "run"
+    mmrlvr.run(ROOT / "configs/quickstart.yaml", rewards=[(module.reward_len, 0.5), (module.compute_score, -2.0),
+                                                          module.reward_len_async],
+               overrides=[*SMALL, "train.steps=1", "train.save_every=1", "verifier_workers=0", f"output_dir={run}"])
+    saved = yaml.safe_load((run / "config.yaml").read_text())["rewards"]
+    assert [(r["verifier"].rsplit(":", 1)[1], r["weight"]) for r in saved] == [
+        ("reward_len", 0.5), ("compute_score", -2.0), ("reward_len_async", 1.0)]
+    m = _steps(run)[1]
+    done = [json.loads(x) for x in (run / "samples" / "step_1.jsonl").read_text().splitlines()]
+    lengths = [len(d["completion"]) for d in done]
+    assert m["reward/reward_len"] == pytest.approx(sum(-abs(20 - n) for n in lengths) / len(done))
+    assert m["reward/compute_score"] == pytest.approx(sum(n % 2 == 0 for n in lengths) / len(done))
+    assert m["reward/reward_len_async"] == pytest.approx(m["reward/reward_len"])  # awaited, same scores
+    assert m["reward/mean"] == pytest.approx(0.5 * m["reward/reward_len"] - 2.0 * m["reward/compute_score"]
+                                             + m["reward/reward_len_async"], abs=1e-5)

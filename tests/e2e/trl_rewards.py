@@ -1,5 +1,7 @@
 """Reward functions written for TRL and EasyR1, unchanged, named in configs as file.py:fn."""
 
+import asyncio
+
 
 def reward_len(completions, **kwargs):
     """TRL's documentation example: reward completions close to 20 characters."""
@@ -48,3 +50,33 @@ def breaks_after_twelve_items(completions, **kwargs):
     if CALLS["n"] > 12:
         raise ValueError("the grader's service went away")
     return [float(len(c) % 2 == 0) for c in completions]
+
+
+async def reward_len_async(completions, **kwargs):
+    """TRL's example written `async def` (a reward that calls a judge over the network, say)."""
+    await asyncio.sleep(0.01)
+    return [-abs(20 - len(completion)) for completion in completions]
+
+
+async def judge(completion, sample):
+    """mmrlvr's own shape, `async def`."""
+    await asyncio.sleep(0.01)
+    return 1.0 if str(sample.reference) in completion else 0.0
+
+
+async def compute_score_async(predict_str, ground_truth):
+    """EasyR1's sequential shape, `async def`."""
+    await asyncio.sleep(0.01)
+    return {"overall": float(str(ground_truth) in predict_str), "accuracy": 0.5}
+
+
+async def judge_never_answers(completions, **kwargs):
+    """A judge that hangs: awaited past any time-out."""
+    await asyncio.sleep(60)
+    return [1.0 for _ in completions]
+
+
+async def slow_judge(completions, **kwargs):
+    """A judge that answers after 0.6 s: within a 5 s time-out, past a 0.2 s one."""
+    await asyncio.sleep(0.6)
+    return [1.0 for _ in completions]

@@ -102,3 +102,48 @@ def test_a_broken_reward_stops_after_a_whole_step_or_half_of_three():
     assert c.end_step(None) is None
     c.record("r.py:f", [bad] * 4)
     assert "on all 4 items of this step" in c.end_step(1.0)
+
+
+def test_async_rewards_of_every_shape_are_awaited():
+    assert safe_verify(_load("reward_len_async"), "x" * 26, SAMPLE, 5.0) == Verdict(-6.0, "")  # TRL
+    assert safe_verify(_load("judge"), "it is 3", SAMPLE, 5.0) == Verdict(1.0, "")  # mmrlvr's own
+    assert safe_verify(_load("judge"), "it is 2", SAMPLE, 5.0) == Verdict(0.0, "")
+    v = safe_verify(_load("compute_score_async"), "the answer is 3", SAMPLE, 5.0)  # EasyR1
+    assert v.score == 1.0 and v.parts == {"accuracy": 0.5}
+
+
+def test_an_async_reward_past_the_time_out_is_a_failure_of_that_item():
+    import time
+
+    from mmrlvr.verifiers.base import is_failure
+    from mmrlvr.verifiers.score import make_scorer
+
+    t0 = time.monotonic()
+    v = safe_verify(_load("judge_never_answers"), "abc", SAMPLE, 0.2)
+    assert v == Verdict(0.0, "verifier failed: timed out after 0.2s") and is_failure(v)
+    assert time.monotonic() - t0 < 5  # bounded, not the judge's 60 s
+    slow = _load("slow_judge")  # the bound is the time-out given: 0.6 s is past 0.2 s, within 5 s
+    assert safe_verify(slow, "abc", SAMPLE, 0.2).reason == "verifier failed: timed out after 0.2s"
+    assert safe_verify(slow, "abc", SAMPLE, 5.0) == Verdict(1.0, "")
+    scorer = make_scorer(timeout=0.25, workers=0, plugins=[f"{FILE}:judge_never_answers"])  # in-process: the await is bounded
+    out = scorer(f"{FILE}:judge_never_answers", ["a", "b"], [SAMPLE, SAMPLE])
+    assert [x.reason for x in out] == ["verifier failed: timed out after 0.25s"] * 2
+
+
+def test_an_async_reward_is_awaited_inside_a_running_event_loop():
+    """A notebook runs an event loop in its main thread, where in-process scoring runs too."""
+    import asyncio
+
+    async def notebook_cell():
+        return safe_verify(_load("reward_len_async"), "x" * 18, SAMPLE, 5.0)
+
+    assert asyncio.run(notebook_cell()) == Verdict(-2.0, "")
+
+
+def test_the_worker_pool_bounds_an_async_reward():
+    from mmrlvr.verifiers.pool import VerifierPool
+
+    with VerifierPool(timeout=0.3, workers=1, plugins=[f"{FILE}:judge_never_answers", f"{FILE}:reward_len_async"]) as pool:
+        assert [v.reason for v in pool(f"{FILE}:judge_never_answers", ["a"], [SAMPLE])] == [
+            "verifier failed: timed out after 0.3s"]
+        assert [v.score for v in pool(f"{FILE}:reward_len_async", ["x" * 21], [SAMPLE])] == [-1.0]
