@@ -285,6 +285,15 @@ class HFRolloutEngine:
         ]
         return RolloutOutput(completions, prompt_inputs, ids, mask, sampler_lp)
 
+    def rollout_segmented(self, samples: Sequence[Sample], group_size: int, sampling, seed: int, prefix_tokens: int,
+                          keep, greedy: bool = False, max_new_tokens: int | None = None, hidden: bool = True):
+        """`rollout` stopped at `prefix_tokens` for `keep(view) -> list[bool]`, the kept rows continued
+        with their cache and random stream: `mmrlvr.rollout.segmented`."""
+        from mmrlvr.rollout.segmented import rollout_segmented
+
+        return rollout_segmented(self, samples, group_size, sampling, seed, prefix_tokens, keep, greedy=greedy,
+                                 max_new_tokens=max_new_tokens, hidden=hidden)
+
     def _generate(self, prompt_inputs: dict, group_size: int, sampling, seed: int, greedy: bool,
                   max_new_tokens: int | None, rows: slice, total: int) -> tuple[list, list, torch.Tensor]:
         """One `generate` call for some prompts (B', L) at the rollout's width: rows `rows` of the
