@@ -142,8 +142,9 @@ def test_dropped_rows_leave_the_survivors_as_they_were(engine):
 
 
 def test_the_prefix_hidden_state_is_the_one_the_last_prefix_token_was_drawn_from(engine):
-    """view.hidden[r]: lm_head's input at the step that drew row r's last prefix token, which a
-    teacher-forced forward of prompt + prefix gives at the position before that token."""
+    """view.hidden[r]: lm_head's input at the step that drew row r's last prefix token, which is
+    `output_hidden_states[-1]` of a teacher-forced forward of prompt + prefix at the position
+    before that token."""
     views = []
     seg = engine.rollout_segmented(_samples(), G, RC, seed=3, prefix_tokens=P, keep=_keep_all(views))
     view = views[0]
@@ -153,15 +154,10 @@ def test_the_prefix_hidden_state_is_the_one_the_last_prefix_token_was_drawn_from
     kw = join_prompt_completion(repeat_prompts(seg.output.prompt_inputs, G), ids,
                                 (torch.arange(P) < n[:, None]).long())
     model = engine.model
-    captured = []
-    handle = model.get_output_embeddings().register_forward_pre_hook(lambda m, a: captured.append(a[0]))
-    try:
-        with torch.no_grad():
-            model(**kw)
-    finally:
-        handle.remove()
+    with torch.no_grad():
+        states = model(**kw, output_hidden_states=True).hidden_states[-1]  # (N, L + P, H), after the final norm
     width = seg.output.prompt_inputs["input_ids"].shape[1]
-    ref = captured[0][torch.arange(len(n)), width + n - 2].float()  # the position that predicts token n
+    ref = states[torch.arange(len(n)), width + n - 2].float()  # the position that predicts token n
     torch.testing.assert_close(view.hidden, ref, rtol=0, atol=1e-4)
     assert view.hidden.shape == (2 * G, model.config.get_text_config().hidden_size)
 
