@@ -1,6 +1,6 @@
 """Segmented generation in every tiny family: keeping every row is the plain rollout bit for bit, and
 dropped rows leave the survivors' tokens as they were (each family's own position bookkeeping, left
-padded prompts of different lengths, shared and generate's own prefill)."""
+padded prompts of different lengths, images and video, shared and generate's own prefill)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ import torch
 from mmrlvr.config import RolloutConfig
 from mmrlvr.models.families import FAMILIES
 from mmrlvr.rollout.hf import HFRolloutEngine
+from tests.models.test_family_prefill import VIDEO_FAMILIES
 from tests.rollout.test_shared_prefill import mixed_prompts
 
 
 @pytest.mark.parametrize("shared_prefill", [True, False])
-@pytest.mark.parametrize("model_type", list(FAMILIES))
-def test_segmented_generation_in_every_family(model_type, shared_prefill, family_policy):
+@pytest.mark.parametrize("model_type,media", [(f, "image") for f in FAMILIES] + [(f, "video") for f in VIDEO_FAMILIES])
+def test_segmented_generation_in_every_family(model_type, media, shared_prefill, family_policy):
     model, processor = family_policy(model_type)
     engine = HFRolloutEngine(model, processor)
-    samples = mixed_prompts("image")
+    samples = mixed_prompts(media)
     rc = RolloutConfig(max_new_tokens=9, temperature=0.7, top_k=40, shared_prefill=shared_prefill)
     whole = engine.rollout(samples, 3, rc, seed=1)
     seg = engine.rollout_segmented(samples, 3, rc, seed=1, prefix_tokens=3, keep=lambda v: [True] * len(v.tokens))
