@@ -285,18 +285,39 @@ class HFRolloutEngine:
         ]
         return RolloutOutput(completions, prompt_inputs, ids, mask, sampler_lp)
 
+    def rollout_segmented(self, samples: Sequence[Sample], group_size: int, sampling, seed: int, prefix_tokens: int,
+                          keep, greedy: bool = False, max_new_tokens: int | None = None, hidden: bool = True):
+        """`rollout` stopped at `prefix_tokens` for `keep(view) -> list[bool]`, the kept rows continued
+        with their cache and random stream: `mmrlvr.rollout.segmented`."""
+        from mmrlvr.rollout.segmented import rollout_segmented
+
+        return rollout_segmented(self, samples, group_size, sampling, seed, prefix_tokens, keep, greedy=greedy,
+                                 max_new_tokens=max_new_tokens, hidden=hidden)
+
     def _generate(self, prompt_inputs: dict, group_size: int, sampling, seed: int, greedy: bool,
                   max_new_tokens: int | None, rows: slice, total: int) -> tuple[list, list, torch.Tensor]:
         """One `generate` call for some prompts (B', L) at the rollout's width: rows `rows` of the
         rollout's `total`. Returns each row's tokens up to its stop token, whether it stopped, and
         the (B' x G, T') sampler log-probs."""
+        inputs, gen_config, recorder, draw = self._prepared(prompt_inputs, group_size, sampling, seed, greedy,
+                                                            max_new_tokens or sampling.max_new_tokens, rows, total)
+        out = self._call_generate(inputs, gen_config, [recorder, *draw])
+        new = out[:, prompt_inputs["input_ids"].shape[1]:].cpu()
+        ids, mask, lengths, finished = trim_at_stop(new, self.stop_ids, self.pad_id)
+        token_lists = [row[:n].tolist() for row, n in zip(new, lengths.tolist())]
+        return token_lists, finished.tolist(), recorder.result(new, mask)
+
+    def _prepared(self, prompt_inputs: dict, group_size: int, sampling, seed: int, greedy: bool,
+                  max_new_tokens: int, rows: slice, total: int) -> tuple[dict, object, SampledLogprobs, list]:
+        """What one `generate` call takes (see `_generate`): its model kwargs (B' x G rows after the
+        shared prefill or the greedy loop's repeat; B' with generate's own num_return_sequences),
+        GenerationConfig, log-prob recorder and draw processors (the sampler, holding the rows'
+        random stream)."""
         device = next(self.model.parameters()).device
         gen_config = sampling_config(
-            sampling, group_size=group_size, max_new_tokens=max_new_tokens or sampling.max_new_tokens,
+            sampling, group_size=group_size, max_new_tokens=max_new_tokens,
             stop_ids=self.stop_ids, pad_id=self.pad_id, suppress_ids=self.suppress_ids, greedy=greedy,
         )
-        from transformers import LogitsProcessorList
-
         recorder = SampledLogprobs(1.0 if greedy else sampling.temperature)
         draw = [] if greedy or sampling.sampler != "inverse_cdf" else sampling_processors(sampling, rows, total, seed)
         inputs = model_kwargs(prompt_inputs, device)
@@ -307,14 +328,18 @@ class HFRolloutEngine:
         elif not gen_config.do_sample and group_size > 1:  # the greedy loop takes no num_return_sequences: G rows here
             inputs = model_kwargs(repeat_prompts(prompt_inputs, group_size), device)
             gen_config.num_return_sequences = 1
+        return inputs, gen_config, recorder, draw
+
+    def _call_generate(self, inputs: dict, gen_config, processors: list, stopping: list = ()):
+        """`generate` with exactly `gen_config`, the rollout's logits processors and any stopping
+        criteria beside the config's."""
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
         with _only(self.model, gen_config):
-            out = self.model.generate(**inputs, generation_config=gen_config,
-                                      logits_processor=LogitsProcessorList([recorder, *draw]),
-                                      synced_gpus=synced_generation(self.model))
-        new = out[:, prompt_inputs["input_ids"].shape[1]:].cpu()
-        ids, mask, lengths, finished = trim_at_stop(new, self.stop_ids, self.pad_id)
-        token_lists = [row[:n].tolist() for row, n in zip(new, lengths.tolist())]
-        return token_lists, finished.tolist(), recorder.result(new, mask)
+            return self.model.generate(**inputs, generation_config=gen_config,
+                                       logits_processor=LogitsProcessorList(processors),
+                                       stopping_criteria=StoppingCriteriaList(stopping),
+                                       synced_gpus=synced_generation(self.model))
 
     @torch.no_grad()
     def continue_rows(self, inputs: dict, sampling, seed: int, max_new_tokens: int, greedy: bool = False) -> list[tuple]:
