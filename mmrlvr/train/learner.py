@@ -203,7 +203,6 @@ class Learner:
         self.masters = masters  # precision.MasterWeights the optimizer steps (a bf16 model in one process / DDP), or None
         self.model, self.policy = model, accelerator.unwrap_model(model)
         self.optimizer, self.scheduler, self.accelerator, self.ref_model = optimizer, scheduler, accelerator, ref_model
-        self.temperature = cfg.rollout.temperature
         self.suppress_ids = list(suppress_ids)
         self.sampler_is_learner = cfg.rollout.engine == "hf"
         self.nonfinite_in_row = 0  # optimizer steps skipped in a row for a non-finite loss or gradient
