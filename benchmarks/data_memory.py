@@ -77,7 +77,8 @@ def measure(path: str, rows: int, cache_dir: str) -> dict:
     import dataclasses
 
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import PromptStream, advantages_for, collect
+    from mmrlvr.data.sources import SeededStream
+    from mmrlvr.train.step import advantages_for, collect
     from mmrlvr.verifiers.score import make_scorer
 
     cfg = load_config(None, ["task.name=geometry", "rollout.prompts_per_step=8", "rollout.group_size=4",
@@ -95,10 +96,10 @@ def measure(path: str, rows: int, cache_dir: str) -> dict:
     from accelerate import Accelerator
 
     accelerator = Accelerator(cpu=True)
-    stream = MediaStream(PromptStream(samples, 0), 0.01)
+    stream = MediaStream(SeededStream(samples, 0), 0.01)
     t_start = time.perf_counter()
     batch = collect(engine, stream, scorer, cfg, seed=1)
-    Learner(cfg, model, optimizer, accelerator, engine.suppress_ids).update(batch, advantages_for(batch, cfg)[0], seed=1)
+    Learner(cfg, model, optimizer, accelerator, engine.suppress_ids).update(batch, advantages_for(batch, cfg), seed=1)
     t_end = time.perf_counter()
     stream.close()
     return {

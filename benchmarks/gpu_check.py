@@ -199,7 +199,7 @@ def run(args) -> dict:
         with Phase(cuda) as ph_roll:
             out = engine.rollout(samples, g, cfg.rollout, seed=args.seed * 1000 + step)
         batch = _batch(out, samples, g, gen)
-        adv, _ = advantages_for(batch, cfg)
+        adv = advantages_for(batch, cfg)
         if learner.algo.kl_coef > 0:
             with Phase(cuda) as ph_ref:
                 learner.reference_logprobs(batch)

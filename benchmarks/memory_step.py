@@ -51,7 +51,7 @@ def child(case: str, prompts: int, group: int, tokens: int) -> dict:
         def update(model, ref, optimizer, accelerator, batch, cfg, algo, suppress, seed):
             cfg = dataclasses.replace(cfg, algo=algo)
             learner = Learner(cfg, model, optimizer, accelerator, suppress, ref_model=ref)
-            return learner.update(batch, advantages_for(batch, cfg)[0], seed=seed)
+            return learner.update(batch, advantages_for(batch, cfg), seed=seed)
     except ImportError:
         from mmrlvr.train.step import update
     from mmrlvr.types import RolloutBatch

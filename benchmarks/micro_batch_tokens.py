@@ -70,7 +70,7 @@ def child(rows_per_prompt: int, prompts: int, tokens: int, budget: int | None) -
     batch = RolloutBatch(samples, repeat_prompts(encode_prompts(processor, samples), rows_per_prompt), ids, mask,
                          torch.zeros(n, dtype=torch.bool), rewards, [""] * n, [None] * n, {})
     learner = Learner(cfg, model, torch.optim.SGD(model.parameters(), lr=1e-3), Accelerator(cpu=True), [])
-    adv = advantages_for(batch, cfg)[0]
+    adv = advantages_for(batch, cfg)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from common import rss_peak
 

@@ -116,7 +116,7 @@ def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, sett
     from common import rss_peak
 
     with rss_peak() as mem, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        learner.update(batch, advantages_for(batch, cfg)[0], seed=0)
+        learner.update(batch, advantages_for(batch, cfg), seed=0)
     digest = hashlib.sha256(b"".join(p.detach().float().numpy().tobytes() for p in model.parameters())).hexdigest()
     text = config.text_config
     return {"model": model_name, "setting": setting, "on": on, setting: on, "dtype": dtype, "hidden": text.hidden_size,

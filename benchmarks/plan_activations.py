@@ -138,7 +138,7 @@ def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: boo
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
     optimizer.zero_grad = lambda set_to_none=True: None  # keep them allocated through the update
     learner = Learner(cfg, model, optimizer, Accelerator(cpu=True), [])
-    adv = advantages_for(batch, cfg)[0]
+    adv = advantages_for(batch, cfg)
     start = time.perf_counter()
     with PeakBytes() as counter:
         learner.update(batch, adv, seed=0)

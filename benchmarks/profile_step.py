@@ -36,7 +36,8 @@ def main() -> int:
     import dataclasses
 
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import PromptStream, advantages_for, collect
+    from mmrlvr.data.sources import SeededStream
+    from mmrlvr.train.step import advantages_for, collect
     from mmrlvr.verifiers.score import make_scorer
     from mmrlvr.tasks import load_task
 
@@ -48,7 +49,7 @@ def main() -> int:
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.train.lr)
     engine = HFRolloutEngine(model, processor)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers)
-    stream = PromptStream(load_task("counting", "train", cfg.task.train_size, cfg.seed), cfg.seed)
+    stream = SeededStream(load_task("counting", "train", cfg.task.train_size, cfg.seed), cfg.seed)
     phases = []
     for step in range(args.steps + 1):
         import time
@@ -59,7 +60,7 @@ def main() -> int:
         model.train()
         t1 = time.perf_counter()
         learner = Learner(cfg, model, optimizer, accelerator, engine.suppress_ids)
-        stats = learner.update(batch, advantages_for(batch, cfg)[0], seed=step)
+        stats = learner.update(batch, advantages_for(batch, cfg), seed=step)
         t2 = time.perf_counter()
         if step:
             phases.append({"rollout": batch.metrics["time/rollout"], "score": batch.metrics["time/score"],
@@ -68,7 +69,7 @@ def main() -> int:
         model.eval()
         batch = collect(engine, stream, scorer, cfg, seed=99)
         model.train()
-        learner.update(batch, advantages_for(batch, cfg)[0], seed=99)
+        learner.update(batch, advantages_for(batch, cfg), seed=99)
     scorer.close()
     med = {k: statistics.median(p[k] for p in phases) for k in phases[0]}
     rows = [{"phase": k, "seconds": med[k], "share": med[k] / med["step"]} for k in ("rollout", "score", "update")]

@@ -72,8 +72,9 @@ def parts(presets: list[str], repeats: int) -> list[dict]:
     from mmrlvr.models.tiny import build_tiny
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.tasks import load_task
-    from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import PromptStream, advantages_for, collect
+    from mmrlvr.train.learner import Learner, loss_mask
+    from mmrlvr.data.sources import SeededStream
+    from mmrlvr.train.step import advantages_for, collect
     from mmrlvr.verifiers.score import InProcessScorer
 
     torch.set_num_threads(1)
@@ -83,8 +84,8 @@ def parts(presets: list[str], repeats: int) -> list[dict]:
         over = [a for a in ARGS if a.startswith(("rollout.", "rewards="))] + [f"algo.algorithm={preset}"]
         cfg = resolve_config(load_config(ROOT / "configs/quickstart.yaml", over))
         engine = HFRolloutEngine(model, processor)
-        batch = collect(engine, PromptStream(load_task("counting", "train", 64, 0), 0), InProcessScorer(), cfg, seed=1)
-        adv, mask = advantages_for(batch, cfg)
+        batch = collect(engine, SeededStream(load_task("counting", "train", 64, 0), 0), InProcessScorer(), cfg, seed=1)
+        adv, mask = advantages_for(batch, cfg), loss_mask(batch, cfg.algo)
         times: dict = {"forward": [], "correction": [], "update": []}
         for _ in range(repeats):
             policy = copy.deepcopy(model).train()

@@ -55,7 +55,8 @@ def main() -> int:
     from mmrlvr.train.learner import Learner
     from mmrlvr.train.setup import set_threads_and_seed, task_args
     from mmrlvr.train.signals import black_fill
-    from mmrlvr.train.step import PromptStream, advantages_for, collect
+    from mmrlvr.data.sources import SeededStream
+    from mmrlvr.train.step import advantages_for, collect
     from mmrlvr.train.token_roles import PendingWeighting, weigh_tokens
     from mmrlvr.verifiers.score import make_scorer
 
@@ -68,7 +69,7 @@ def main() -> int:
     engine = HFRolloutEngine(model, processor)
     learner = Learner(cfg, model, optimizer, Accelerator(cpu=True), engine.suppress_ids)
     scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers)
-    stream = PromptStream(load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **task_args(cfg)), cfg.seed)
+    stream = SeededStream(load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **task_args(cfg)), cfg.seed)
     fill = black_fill(processor)
     runs: list[dict] = []
     for rep in range(args.repeats + 1):  # repeat 0 warms up (allocator, first-call costs), not counted
@@ -85,7 +86,7 @@ def main() -> int:
                                                                              share_forward=share))
             model.train()
             t1, c1 = time.perf_counter(), time.process_time()
-            adv, _ = advantages_for(batch, c)
+            adv = advantages_for(batch, c)
             tw = weigh_tokens(model, batch, adv, c, c.algo, engine.suppress_ids, step=rep + 1, fill=fill, share=share)
             learner.cfg = c
             learner.update(batch, adv, tw if isinstance(tw, PendingWeighting) else tw.weights, seed=rep)

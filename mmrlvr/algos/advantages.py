@@ -83,11 +83,6 @@ def reinforce_pp(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return _zero_invalid(adv, rewards)
 
 
-def compute_advantages(name: str, rewards: torch.Tensor) -> torch.Tensor:
-    """Look an estimator up by name and apply it."""
-    return ADVANTAGES.get(name)(rewards)
-
-
 def dbb(rewards: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, lam: float = 0.9, eps: float = 1e-6,
         scale: str = "std", include_current: bool = True,
         bonus: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

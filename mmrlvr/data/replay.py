@@ -23,7 +23,7 @@ Rules (as there):
   as a replay this step is skipped (consumed, as the authors' `_next_index(exclude=...)` does).
 
 Differences from the authors' sampler (all documented choices of ours):
-- the fresh stream is `PromptStream`'s seeded shuffle (`random.Random(f"data-{seed}-{epoch}")`
+- the fresh stream is `SeededStream`'s seeded shuffle (`random.Random(f"data-{seed}-{epoch}")`
   over all samples, a fresh order per pass) instead of numpy's generator, so with no replays
   this source gives exactly the prompts of today's stream; the authors also draw a random
   +-20 % "cooldown_ready_step" from the same generator (line 925), which is logged metadata
@@ -101,7 +101,7 @@ class PromptReplay:
         self._taken = 0  # prompts taken in step `_step`
         self._step_budget = 0  # replays step `_step` may hold in all, over its rounds
 
-    # -- the fresh stream (PromptStream's order) ---------------------------------------------
+    # -- the fresh stream (SeededStream's order) ---------------------------------------------
     def _next_fresh(self) -> int:
         epoch, i = divmod(self.pos, len(self.samples))
         if epoch != self._epoch:  # a fresh seeded shuffle per pass over the data

@@ -215,7 +215,7 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     # 4. advantages (stateful estimators read the per-prompt statistics before this step's
     # rewards), then the statistics and the source learn every group scored (all ranks', also
     # the groups dynamic sampling dropped)
-    adv, _ = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
+    adv = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
     if cfg.sample_efficiency.dbb.enabled:  # each rank updated its own prompts' posteriors: share them
         stats = state.prompt_stats
         for sid, ab in gather_lists([(sid, stats.extra(sid)["dbb"]) for sid in dict.fromkeys(batch.sample_ids)]):

@@ -20,17 +20,12 @@ import torch
 from mmrlvr.algos.advantages import EstimatorContext, estimate, flatten_groups, pad_groups
 from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
-from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.episodes import episode_metrics, policy_mask_of, role_reward_metrics, run_episodes, with_inserted_media
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
-from mmrlvr.train.learner import loss_mask
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.train.temporal import temporal_contrast
 from mmrlvr.types import RolloutBatch, Sample
 from mmrlvr.verifiers.failures import failed_frac
-
-PromptStream = SeededStream  # the seeded stream's older name, used by tests and benchmarks
-
 
 @dataclasses.dataclass
 class Round:
@@ -238,8 +233,8 @@ def _batch(chosen: list[tuple], engine) -> RolloutBatch:
                         sizes if uneven else None, policy_mask=policy_mask_of(comps, mask.shape), bonus=bonus)
 
 
-def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Shaped rewards -> per-sequence advantages (N, 1) and the loss mask (N, T).
+def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> torch.Tensor:
+    """Shaped rewards -> per-sequence advantages (N, 1).
 
     `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators and to
     `sample_efficiency.dbb`, which reads and updates its posteriors there (call once per batch)."""
@@ -260,5 +255,4 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
         per_group = dbb_advantages(rewards - bonus, context, cfg, bonus=bonus)
     else:
         per_group = estimate(algo.advantage, rewards, context)
-    adv = flatten_groups(per_group, sizes).reshape(-1, 1)
-    return adv, loss_mask(batch, algo)
+    return flatten_groups(per_group, sizes).reshape(-1, 1)

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from mmrlvr.data.feed import BadMediaError, MediaStream, decode_samples
-from mmrlvr.train.step import PromptStream
+from mmrlvr.data.sources import SeededStream
 from mmrlvr.types import Sample
 
 
@@ -38,8 +38,8 @@ def test_decode_samples_drops_and_names_bad_files(tmp_path):
 @pytest.mark.parametrize("prefetch", [False, True])
 def test_stream_drops_warns_counts(tmp_path, caplog, prefetch):
     samples = _samples(tmp_path, 200, bad={5})
-    plain = PromptStream(samples, seed=3)
-    stream = MediaStream(PromptStream(samples, seed=3), max_bad_frac=0.01, prefetch=prefetch)
+    plain = SeededStream(samples, seed=3)
+    stream = MediaStream(SeededStream(samples, seed=3), max_bad_frac=0.01, prefetch=prefetch)
     taken, dropped = [], 0
     with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
         for _ in range(10):
@@ -56,7 +56,7 @@ def test_stream_drops_warns_counts(tmp_path, caplog, prefetch):
 
 def test_stream_stops_past_the_fraction(tmp_path):
     samples = _samples(tmp_path, 20, bad={1, 2, 3})
-    stream = MediaStream(PromptStream(samples, seed=0), max_bad_frac=0.1, prefetch=False)
+    stream = MediaStream(SeededStream(samples, seed=0), max_bad_frac=0.1, prefetch=False)
     with pytest.raises(BadMediaError) as err:
         for _ in range(5):
             stream.take(4)
@@ -64,7 +64,7 @@ def test_stream_stops_past_the_fraction(tmp_path):
     # one bad sample is always tolerated; the second (of at most 16 seen, 0.1 * 16 < 2) stops it
     assert "2 of" in msg and "max_bad_media_frac=0.1" in msg and ".png" in msg
     # with a permissive fraction the same stream runs through all 20 and drops exactly 3
-    stream = MediaStream(PromptStream(samples, seed=0), max_bad_frac=0.5, prefetch=True)
+    stream = MediaStream(SeededStream(samples, seed=0), max_bad_frac=0.5, prefetch=True)
     got = [s.id for _ in range(5) for s in stream.take(4)]
     assert len(got) == 17 and stream.pop_bad() == 3
     stream.close()

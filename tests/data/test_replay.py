@@ -19,7 +19,7 @@ def samples(n: int) -> list[Sample]:
 
 
 def stream_order(seed: int, n: int, epoch: int) -> list[str]:
-    """Today's PromptStream recipe: a seeded shuffle of all samples per pass."""
+    """Today's SeededStream recipe: a seeded shuffle of all samples per pass."""
     order = list(range(n))
     random.Random(f"data-{seed}-{epoch}").shuffle(order)
     return [f"p{i}" for i in order]
@@ -34,12 +34,10 @@ def ids(batch) -> list[str]:
 
 
 def test_no_replay_gives_todays_stream_exactly():
-    try:
-        from mmrlvr.data.sources import PromptStream
-    except ImportError:
-        from mmrlvr.train.step import PromptStream
+    from mmrlvr.data.sources import SeededStream
+
     data = samples(10)
-    src, today = PromptReplay(data, seed=7), PromptStream(data, seed=7)
+    src, today = PromptReplay(data, seed=7), SeededStream(data, seed=7)
     for step in range(9):  # 9 x 4 = 36 prompts: three passes and a wrap inside a batch
         got = src.take(4, step)
         assert ids(got) == ids(today.take(4))

@@ -63,7 +63,8 @@ def test_bf16_update_matches_fp32(tiny_dir):
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.tasks import load_task
-    from mmrlvr.train.step import PromptStream, collect
+    from mmrlvr.data.sources import SeededStream
+    from mmrlvr.train.step import collect
     from tests.train.step_helpers import run_update, with_algo
     from mmrlvr.verifiers.score import InProcessScorer
 
@@ -73,7 +74,7 @@ def test_bf16_update_matches_fp32(tiny_dir):
                              "train.max_grad_norm=1e9"])
     algo = resolve_algo(cfg.algo, 8)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
+    batch = collect(engine, SeededStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0], [0.2, 0.0, 0.0, 0.0]])
     results = {}
     for dtype in (torch.float32, torch.bfloat16):

@@ -115,7 +115,8 @@ def run(tiny_dir: str, out_dir: str, dtype: str = "float32", overrides=()) -> di
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.train.distributed import freeze_unreachable, rank_world, remember_dummy_media
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import PromptStream, advantages_for, collect
+    from mmrlvr.data.sources import SeededStream
+    from mmrlvr.train.step import advantages_for, collect
     from mmrlvr.verifiers.score import InProcessScorer
 
     # a short collective time-out: a rank left waiting fails the test instead of hanging CI
@@ -153,13 +154,13 @@ def run(tiny_dir: str, out_dir: str, dtype: str = "float32", overrides=()) -> di
         return backward(loss, **kw)
 
     accelerator.backward = counted
-    stats = learner.update(local, advantages_for(local, cfg)[0], seed=1)
+    stats = learner.update(local, advantages_for(local, cfg), seed=1)
     accelerator.backward = backward
     policy = accelerator.unwrap_model(wrapped)
     delta = {k: (v.detach() - before[k]) for k, v in weights(policy).items()}
 
     # the loop's own path: prompts drawn from one stream, each rank keeps its share
-    stream = PromptStream(stream_samples(video), seed=5)
+    stream = SeededStream(stream_samples(video), seed=5)
     drawn = collect(HFRolloutEngine(policy, processor), stream, InProcessScorer(), cfg, seed=3)
     ids = [None] * world
     if world > 1:
@@ -174,7 +175,7 @@ def run(tiny_dir: str, out_dir: str, dtype: str = "float32", overrides=()) -> di
     result = {"loss": stats["loss/policy"], "entropy": stats.get("actor/entropy"), "ids": ids,
               "passes": [g[0] for g in gathered], "logprobs": [row for g in gathered for row in g[1]],
               "micro_batches": stats["train/micro_batches"], "padding_waste": stats["train/padding_waste"],
-              "expected_ids": [s.id for s in PromptStream(stream_samples(video), seed=5).take(B)],
+              "expected_ids": [s.id for s in SeededStream(stream_samples(video), seed=5).take(B)],
               "stream_pos": stream.pos, "world": world, "updated": stats["actor/updated_seqs_frac"]}
     if rank == 0:
         out = Path(out_dir)

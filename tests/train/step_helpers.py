@@ -18,5 +18,5 @@ def run_update(model, ref_model, optimizer, accelerator, batch, cfg, algo, suppr
     """Advantages of the batch, then one `Learner.update` (no LR schedule)."""
     cfg = with_algo(cfg, algo)
     learner = Learner(cfg, model, optimizer, accelerator, suppress, ref_model=ref_model)
-    adv, _ = advantages_for(batch, cfg)
+    adv = advantages_for(batch, cfg)
     return learner.update(batch, adv, token_weights, seed=seed)

@@ -14,7 +14,8 @@ from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import Learner
-from mmrlvr.train.step import PromptStream, advantages_for, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0], [0.2, 0.0, 0.0, 0.0]])
@@ -28,7 +29,7 @@ def setup(tiny):
                                             "rollout.max_new_tokens=8", "train.max_grad_norm=1e9",
                                             "rollout.engine=vllm"]))  # the sampler is not the learner
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, seed=0)
+    batch = collect(engine, SeededStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, seed=0)
     batch.rewards = REWARDS.clone()
     return model, batch, cfg, engine.suppress_ids
 
@@ -38,7 +39,7 @@ def _delta(setup, mode, sampler, adv_scale=None):
     cfg = dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, rollout_correction=mode))
     batch = copy.copy(batch)
     batch.sampler_logprobs = sampler
-    adv, _ = advantages_for(batch, cfg)
+    adv = advantages_for(batch, cfg)
     if adv_scale is not None:
         adv = adv * adv_scale
     model = copy.deepcopy(model).train()

@@ -56,7 +56,8 @@ def _batch(fresh_tiny, extra=()):
     from mmrlvr.algos.presets import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.rollout.hf import HFRolloutEngine
-    from mmrlvr.train.step import PromptStream, collect
+    from mmrlvr.data.sources import SeededStream
+    from mmrlvr.train.step import collect
     from tests.train.step_helpers import run_update, with_algo
     from mmrlvr.verifiers.score import InProcessScorer
     from mmrlvr.tasks import load_task
@@ -66,7 +67,7 @@ def _batch(fresh_tiny, extra=()):
                              "rollout.temperature=1.3", *extra])
     algo = resolve_algo(cfg.algo, 8)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
+    batch = collect(engine, SeededStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     return model, batch, cfg, algo, engine.suppress_ids
 
 

@@ -10,7 +10,9 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import RolloutConfig, load_config
 from mmrlvr.rollout.hf import HFRolloutEngine, trim_at_stop
 from mmrlvr.tasks import load_task
-from mmrlvr.train.step import PromptStream, advantages_for, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.learner import loss_mask
+from mmrlvr.train.step import collect
 from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 
@@ -67,7 +69,7 @@ def _batch(stopping, extra=()):
     cfg = load_config(None, ["rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8",
                              "train.max_grad_norm=1e9", "rollout.sampler=multinomial", *extra])  # draws with both kinds of rows
     algo = resolve_algo(cfg.algo, 8)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=1)
+    batch = collect(engine, SeededStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=1)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])
     return batch, cfg, algo
 
@@ -75,8 +77,8 @@ def _batch(stopping, extra=()):
 def test_mask_truncated_removes_exactly_the_truncated_rows(stopping):
     batch, cfg, _ = _batch(stopping, ["algo.mask_truncated=true"])
     assert 0 < batch.truncated.sum() < len(batch.truncated)
-    _, mask = advantages_for(batch, with_algo(cfg, resolve_algo(cfg.algo, 8)))
-    _, plain = advantages_for(batch, with_algo(load_config(None, []), resolve_algo(load_config(None, []).algo, 8)))
+    mask = loss_mask(batch, resolve_algo(cfg.algo, 8))
+    plain = loss_mask(batch, resolve_algo(load_config(None, []).algo, 8))
     for row in range(len(batch.truncated)):
         if batch.truncated[row]:
             assert not mask[row].any()

@@ -211,7 +211,7 @@ def test_a_non_finite_gradient_leaves_the_masters_as_they_were(tiny):
     masters = MasterWeights(model, torch.bfloat16)
     opt = torch.optim.AdamW(masters.params(), lr=1e-3)
     learner = Learner(cfg, model, opt, Accelerator(cpu=True), suppress, masters=masters)
-    adv, _ = advantages_for(batch, cfg)
+    adv = advantages_for(batch, cfg)
     poisoned = adv.clone()
     poisoned[2] = float("nan")
     d, s, _ = _update(model, batch, cfg, suppress, adv=adv, learner=learner)

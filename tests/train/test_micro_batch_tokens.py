@@ -19,7 +19,8 @@ from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import Learner, batch_lengths
 from mmrlvr.train.micro_batches import forward_tokens
-from mmrlvr.train.step import PromptStream, advantages_for, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 B, G, T = 3, 4, 8
@@ -38,7 +39,7 @@ def _cfg(preset: str, *extra: str, budget=None):
 
 def _batch(model, processor, cfg):
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 16, 0), 0), InProcessScorer(),
+    batch = collect(engine, SeededStream(load_task("counting", "train", 16, 0), 0), InProcessScorer(),
                     dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, dynamic_sampling=False)), seed=0)
     batch.rewards = torch.tensor(REWARDS)
     t = batch.completion_mask.shape[1]
@@ -61,7 +62,7 @@ def _grads(model, batch, cfg, suppress, ref=None):
     opt.register_step_pre_hook(lambda *_: steps.append(
         [p.grad.detach().float().clone() if p.grad is not None else torch.zeros(p.shape) for p in params]))
     learner = Learner(cfg, model, opt, Accelerator(cpu=True), suppress, ref_model=ref)
-    stats = learner.update(batch, advantages_for(batch, cfg)[0], seed=0)
+    stats = learner.update(batch, advantages_for(batch, cfg), seed=0)
     return steps, stats
 
 
@@ -137,7 +138,7 @@ def test_every_forward_computes_at_most_the_budget(tiny_dir, monkeypatch, prompt
     monkeypatch.setattr(learner_mod, "rows_logprobs", counted)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     stats = Learner(cfg, model, opt, Accelerator(cpu=True), suppress, ref_model=ref).update(
-        batch, advantages_for(batch, cfg)[0], seed=0)
+        batch, advantages_for(batch, cfg), seed=0)
     for h in hooks:
         h.remove()
     passes = int(stats["train/micro_batches"])

@@ -15,7 +15,8 @@ from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import Learner
 from mmrlvr.train.nonfinite import NonFiniteUpdateError
-from mmrlvr.train.step import PromptStream, advantages_for, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0], [0.2, 0.0, 0.0, 0.0]])
@@ -26,7 +27,7 @@ def _setup(tiny, *overrides):
     cfg = resolve_config(load_config(None, ["rollout.prompts_per_step=4", "rollout.group_size=4",
                                             "rollout.max_new_tokens=8", *overrides]))
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, seed=0)
+    batch = collect(engine, SeededStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(), cfg, seed=0)
     batch.rewards = REWARDS.clone()
     assert not bool(batch.completion_mask.all()), "the batch needs padding for these tests"
     return model, batch, cfg, engine.suppress_ids
@@ -39,7 +40,7 @@ def _nan_on_padding(batch):
 
 
 def _update(model, batch, cfg, suppress, adv=None, optimizer=None, learner=None):
-    adv = advantages_for(batch, cfg)[0] if adv is None else adv
+    adv = advantages_for(batch, cfg) if adv is None else adv
     before = [p.detach().clone() for p in model.parameters()]
     learner = learner or Learner(cfg, model, optimizer, Accelerator(cpu=True), suppress)
     stats = learner.update(batch, adv, seed=0)
@@ -72,7 +73,7 @@ def test_a_non_finite_gradient_skips_the_step_and_too_many_in_a_row_stop_the_run
     model, batch, cfg, suppress = _setup(tiny, "train.max_nonfinite_steps=2")
     model = copy.deepcopy(model).to(dtype).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    adv, _ = advantages_for(batch, cfg)
+    adv = advantages_for(batch, cfg)
     poisoned = adv.clone()
     poisoned[2] = float("nan")  # one row's advantage: the loss, and every gradient, NaN
     d, s, learner = _update(model, batch, cfg, suppress, adv=adv, optimizer=opt)  # a finite step first

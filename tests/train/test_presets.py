@@ -14,7 +14,8 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.step import PromptStream, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import collect
 from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 
@@ -31,7 +32,7 @@ def make_setup(model, processor):
                              "rollout.sampler=multinomial",  # the draws the hand-set thresholds below were read from
                              "train.max_grad_norm=1e9"])
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(),
+    batch = collect(engine, SeededStream(load_task("counting", "train", 8, 0), 0), InProcessScorer(),
                     with_algo(cfg, resolve_algo(cfg.algo, 8)), seed=0)
     batch.rewards = REWARDS.clone()
     return model, batch, cfg, engine.suppress_ids

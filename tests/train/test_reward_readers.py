@@ -39,7 +39,7 @@ def test_dbb_posteriors_learn_the_verifier_rewards_and_the_bonus_moves_the_advan
                          torch.ones(n, t), torch.zeros(n, dtype=torch.bool), verifier + bonus, [""] * n, [None] * n, {},
                          bonus=bonus)
     stats = PromptStats()
-    adv, _ = advantages_for(batch, cfg, EstimatorContext(["a", "b"], 1, stats))
+    adv = advantages_for(batch, cfg, EstimatorContext(["a", "b"], 1, stats))
     # prior (1, 1), lam 0.5: a: alpha 0.5 + 4 = 4.5, beta 0.5 + 1 = 1.5, p = 0.75;
     #                        b: alpha 0.5 + 1 = 1.5, beta 0.5 + 4 = 4.5, p = 0.25
     assert stats.extra("a")["dbb"] == pytest.approx([4.5, 1.5]) and stats.extra("b")["dbb"] == pytest.approx([1.5, 4.5])

@@ -32,7 +32,7 @@ def test_shared_forward_gives_the_same_weights_and_update(fresh_tiny, method, ex
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, [f"token_weighting.method={method}", "seed=5",
                                                            "rollout.temperature=0.7", *extra])
     batch = _mixed(batch)
-    adv, _ = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     assert shares_forward(cfg, algo, signals_needed(method, False))
     own = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=2, fill=fill)
     pending = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=2, fill=fill, share=True)
@@ -54,7 +54,7 @@ def test_shared_forward_gives_the_same_weights_and_update(fresh_tiny, method, ex
 def test_sharing_is_refused_where_the_update_is_not_one_forward(fresh_tiny):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=vppo"])
-    adv, _ = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     assert not shares_forward(cfg, algo, signals_needed("pepo", False))  # hidden states: its own forward
     cfg.token_weighting.share_forward = False
     assert not shares_forward(cfg, algo, signals_needed("vppo", False))

@@ -10,7 +10,8 @@ from mmrlvr.config import load_config
 from mmrlvr.data.media import ShuffledVideo
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.step import PromptStream, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import collect
 from tests.train.step_helpers import with_algo
 from mmrlvr.verifiers.score import make_scorer
 
@@ -42,7 +43,7 @@ def test_collect_adds_the_tgrpo_bonus_from_shuffled_frames(tiny):
                              f"rewards=[{{verifier: '{EVEN}', weight: 1.0}}]"])
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
     spy = Spy(HFRolloutEngine(model, processor))
-    batch = collect(spy, PromptStream(videos + images, seed=0), make_scorer(workers=0), with_algo(cfg, algo), seed=3)
+    batch = collect(spy, SeededStream(videos + images, seed=0), make_scorer(workers=0), with_algo(cfg, algo), seed=3)
 
     (ordered, g, out), (shuffled, k, sout) = spy.calls
     assert g == 4 and k == 2  # G / 2 shuffled samples
@@ -81,7 +82,7 @@ def test_partial_credit_threshold_reaches_the_bonus(tiny):
                              f"rewards=[{{verifier: '{THIRDS}', weight: 1.0}}]"])
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
     spy = Spy(HFRolloutEngine(model, processor))
-    batch = collect(spy, PromptStream(videos, seed=0), make_scorer(workers=0), with_algo(cfg, algo), seed=5)
+    batch = collect(spy, SeededStream(videos, seed=0), make_scorer(workers=0), with_algo(cfg, algo), seed=5)
     (_, _, out), (_, _, sout) = spy.calls
     base = torch.tensor([(len(c.text) % 3) / 2 for c in out.completions]).view(4, 4)
     shuf = torch.tensor([(len(c.text) % 3) / 2 for c in sout.completions]).view(4, 4)
@@ -96,7 +97,7 @@ def test_without_temporal_contrast_nothing_extra_is_sampled(tiny):
     cfg = load_config(None, ["rollout.group_size=2", "rollout.prompts_per_step=2", "rollout.max_new_tokens=3",
                              "verifier_workers=0"])
     spy = Spy(HFRolloutEngine(model, processor))
-    batch = collect(spy, PromptStream(load_task("video_motion", "train", 2, seed=0), seed=0),
+    batch = collect(spy, SeededStream(load_task("video_motion", "train", 2, seed=0), seed=0),
                     make_scorer(workers=0), with_algo(cfg, resolve_algo(cfg.algo, 3)), seed=0)
     assert len(spy.calls) == 1 and not any(k.startswith("temporal/") for k in batch.metrics)
 
@@ -109,7 +110,7 @@ def test_prompts_shown_demonstrations_get_no_shuffled_frames(tiny):
     model, processor = tiny
     videos = load_task("video_motion", "train", 3, seed=0)
 
-    class MarkFirst(PromptStream):
+    class MarkFirst(SeededStream):
         def take(self, n, step=0):
             out = super().take(n, step)
             return [dataclasses.replace(out[0], meta={**out[0].meta, "demo_ids": ["x"]}), *out[1:]]

@@ -12,7 +12,8 @@ from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.signals import black_fill
-from mmrlvr.train.step import PromptStream, advantages_for, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import advantages_for, collect
 from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.train.token_roles import weigh_tokens
 from mmrlvr.verifiers.score import InProcessScorer
@@ -25,7 +26,7 @@ def _setup(tiny, extra=()):
     cfg = load_config(None, BASE + list(extra))
     algo = resolve_algo(cfg.algo, 6)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 16, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
+    batch = collect(engine, SeededStream(load_task("counting", "train", 16, 0), 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     return cfg, algo, batch, engine.suppress_ids, black_fill(processor)
 
@@ -49,7 +50,7 @@ def _max_diff(a, b):
 def test_weighted_update_is_exact_under_grad_accumulation(fresh_tiny, method):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, [f"token_weighting.method={method}"])
-    adv, _ = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     assert tw.weights.shape == batch.completion_ids.shape
     assert not torch.equal(tw.weights, batch.completion_mask.float())  # the weights do something
@@ -66,7 +67,7 @@ def test_weighted_update_skips_zero_advantage_rows_exactly(fresh_tiny):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=tor"])
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
-    adv, _ = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     assert tw.rows == [0, 1, 2, 3]  # signals only for the rows the gradient sees
     assert torch.equal(tw.weights[4:], batch.completion_mask[4:].float())
@@ -81,7 +82,7 @@ def test_weighted_update_skips_zero_advantage_rows_exactly(fresh_tiny):
 def test_weights_computed_once_per_batch_do_not_depend_on_diagnostics(fresh_tiny):
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=entropy_topk"])
-    adv, _ = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     plain = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill)
     diag = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill, diagnose=True)
     assert set(plain.signals) == {"entropy"} and set(diag.signals) == {"entropy", "visual_dependency"}
@@ -98,7 +99,7 @@ def test_corruption_is_reseeded_every_step_and_read_at_the_sampling_temperature(
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=vppo", "seed=3",
                                                            "rollout.temperature=1.3"])
-    adv, _ = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     deps = []
     for step in (1, 2):
         tw = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=step, fill=fill)
@@ -119,7 +120,7 @@ def test_pepo_weighs_with_the_similarity_its_variant_names(fresh_tiny):
 
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=pepo", "train.steps=4"])
-    adv, _ = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     for variant, source in [("released", dict(similarity_layers=None, similarity_at_token=True)),
                             ("minmax", dict(similarity_layers=[-1], similarity_at_token=False))]:
         cfg.token_weighting.pepo_variant = variant

@@ -13,7 +13,8 @@ from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import Learner
-from mmrlvr.train.step import STRATEGIES, PromptStream, advantages_for, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import STRATEGIES, advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 
@@ -30,14 +31,14 @@ def test_a_strategy_group_of_another_size_is_trained_on(tiny):
     cfg = resolve_config(load_config(None, ["rollout.prompts_per_step=3", "rollout.group_size=4",
                                             "rollout.max_new_tokens=6", "verifier_workers=0"]))
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(load_task("counting", "train", 6, 0), 0), InProcessScorer(), cfg,
+    batch = collect(engine, SeededStream(load_task("counting", "train", 6, 0), 0), InProcessScorer(), cfg,
                     seed=0, strategies=(*STRATEGIES, add_pair_of_first_prompt))
     assert batch.group_sizes == [4, 4, 4, 2] and batch.completion_ids.shape[0] == 14
     assert batch.rewards.shape == (4, 4) and torch.isnan(batch.rewards[3, 2:]).all()
     assert batch.sample_ids[3] == batch.sample_ids[0] and batch.sampler_logprobs.shape == batch.completion_ids.shape
     assert [s for s, _ in batch.scored][-1] == batch.sample_ids[0]  # the source hears about it too
     batch.rewards[:3] = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 1.0, 1.0]])
-    adv, _ = advantages_for(batch, cfg)
+    adv = advantages_for(batch, cfg)
     # rows 12-13 are the pair: grpo of [1, 0] alone is [+0.7071, -0.7071] ((r - 0.5) / std 0.7071)
     assert adv[12:, 0].tolist() == pytest.approx([0.70710, -0.70710], abs=1e-4)
     alone = ADVANTAGES.get("grpo")(batch.rewards[:3]).reshape(-1)

@@ -6,7 +6,8 @@ import torch
 from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train.step import PromptStream, collect
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.train.step import collect
 from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 from mmrlvr.tasks import load_task
@@ -15,7 +16,7 @@ from mmrlvr.tasks import load_task
 def _batch(model, processor, cfg, algo):
     samples = load_task("counting", "train", 16, 0)
     engine = HFRolloutEngine(model, processor)
-    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
+    batch = collect(engine, SeededStream(samples, 0), InProcessScorer(), with_algo(cfg, algo), seed=0)
     # a fixed, varied reward matrix so every group carries signal
     batch.rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     # mixed completion lengths (an untrained policy fills every row): micro-batches then trim their
@@ -81,13 +82,13 @@ def test_dynamic_sampling_rounds_and_drops(fresh_tiny, tmp_path):
     base = ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
             "algo.algorithm=dapo", "algo.max_rounds=3"]
     cfg = load_config(None, base + [f"rewards=[{{verifier: {plugin}:always}}]"])
-    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), with_algo(cfg, resolve_algo(cfg.algo, 6)), seed=0)
+    batch = collect(engine, SeededStream(samples, 0), InProcessScorer(), with_algo(cfg, resolve_algo(cfg.algo, 6)), seed=0)
     # every group is uninformative: 3 rounds of 2 groups, all dropped; the batch is topped up
     assert batch.metrics["rollout/rounds"] == 3 and batch.metrics["rollout/dropped_groups"] == 6
     assert batch.rewards.shape == (2, 4) and batch.completion_ids.shape[0] == 8
     assert batch.prompt_inputs["input_ids"].shape[0] == 8
     cfg = load_config(None, base + [f"rewards=[{{verifier: {plugin}:parity}}]", "rollout.temperature=2.0"])
-    batch = collect(engine, PromptStream(samples, 0), InProcessScorer(), with_algo(cfg, resolve_algo(cfg.algo, 6)), seed=0)
+    batch = collect(engine, SeededStream(samples, 0), InProcessScorer(), with_algo(cfg, resolve_algo(cfg.algo, 6)), seed=0)
     # random parities: every group kept for the update has mixed rewards, found within the rounds
     assert all(len(set(row.tolist())) > 1 for row in batch.rewards)
     rounds, dropped = batch.metrics["rollout/rounds"], batch.metrics["rollout/dropped_groups"]
@@ -95,8 +96,8 @@ def test_dynamic_sampling_rounds_and_drops(fresh_tiny, tmp_path):
 
 
 def test_prompt_stream_resumes_at_its_position_and_reshuffles_each_pass():
-    full = PromptStream(list(range(10)), seed=0).take(25)
-    assert PromptStream(list(range(10)), seed=0, pos=13).take(12) == full[13:]
+    full = SeededStream(list(range(10)), seed=0).take(25)
+    assert SeededStream(list(range(10)), seed=0, pos=13).take(12) == full[13:]
     assert sorted(full[:10]) == list(range(10)) and sorted(full[10:20]) == list(range(10))
     assert full[:10] != full[10:20]  # a new order every pass
 
@@ -107,7 +108,7 @@ def test_token_mean_divides_by_valid_tokens_only(fresh_tiny):
 
     Rows 0 and 5 are cut to 2 and 3 tokens, so padding is a large share of the (8, 6) grid and a
     denominator of mask.numel() = 48 would give a clearly different loss."""
-    from mmrlvr.algos.advantages import compute_advantages
+    from mmrlvr.algos.advantages import estimate
 
     model, processor = fresh_tiny
     cfg = load_config(None, ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6",
@@ -118,7 +119,7 @@ def test_token_mean_divides_by_valid_tokens_only(fresh_tiny):
     batch.completion_mask[5, 3:] = 0
     lengths = batch.completion_mask.sum(1).float()
     assert lengths.sum() < batch.completion_mask.numel()  # there is padding to get wrong
-    adv = compute_advantages(algo.advantage, batch.rewards).reshape(-1)
+    adv = estimate(algo.advantage, batch.rewards).reshape(-1)
     expected = -(adv * lengths).sum() / lengths.sum()
     _, stats = _apply(model, batch, cfg, algo, suppress)
     assert stats["loss/policy"] == pytest.approx(expected.item(), abs=1e-5)
@@ -128,6 +129,7 @@ def test_overlong_penalty_lowers_the_reward_of_long_completions():
     """DAPO's soft overlong punishment enters the step's rewards with its sign (<= 0)."""
     from types import SimpleNamespace
 
+    from mmrlvr.train.learner import loss_mask
     from mmrlvr.train.step import advantages_for
 
     cfg = load_config(None, ["rollout.max_new_tokens=8", "algo.advantage=dr_grpo", "algo.overlong_buffer=4",
@@ -136,12 +138,12 @@ def test_overlong_penalty_lowers_the_reward_of_long_completions():
     lengths = torch.tensor([2, 5, 6, 8])
     batch = SimpleNamespace(rewards=torch.tensor([[1.0, 1.0, 0.0, 0.0]]), truncated=torch.zeros(4, dtype=torch.bool),
                             completion_mask=(torch.arange(8)[None] < lengths[:, None]).float(), group_sizes=None)
-    adv, mask = advantages_for(batch, with_algo(cfg, algo))
+    adv = advantages_for(batch, with_algo(cfg, algo))
     # penalty starts at 8 - 4 = 4 tokens: lengths 2, 5, 6, 8 -> 0, -1/4, -2/4, -1
     # shaped rewards [1, 0.75, -0.5, -1], mean 0.0625 -> dr_grpo advantages r - mean
     want = torch.tensor([1.0, 0.75, -0.5, -1.0]) - 0.0625
     assert torch.allclose(adv.flatten(), want)
-    assert torch.equal(mask, batch.completion_mask)
+    assert torch.equal(loss_mask(batch, algo), batch.completion_mask)
 
 
 @pytest.mark.parametrize("grad_accum", [1, 3])
