@@ -7,6 +7,7 @@ needs one call per rollout batch and `state_dict()` in its run state.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
@@ -62,18 +63,29 @@ class BetaPosteriors:
         self.ab = {k: (float(a), float(b)) for k, (a, b) in d["ab"].items()}
 
 
-def dbb_advantages(rewards: torch.Tensor, context, cfg, bonus: torch.Tensor | None = None) -> torch.Tensor:
+@dataclass(frozen=True)
+class DbbOptions:
+    """What `dbb_advantages` reads instead of the whole config: `sample_efficiency.dbb`'s settings
+    and `max_reward`, the largest reward the verifiers give (`mmrlvr.config_efficiency.max_reward`)."""
+
+    lam: float = 0.9
+    eps: float = 1e-6
+    scale: str = "std"
+    include_current: bool = True
+    max_reward: float = 1.0
+
+
+def dbb_advantages(rewards: torch.Tensor, context, options: DbbOptions,
+                   bonus: torch.Tensor | None = None) -> torch.Tensor:
     """The training step's `dbb` advantages: rewards (B, G) -> (B, G), called once per batch.
 
     `rewards` are the verifiers' (what the posteriors learn), `bonus` what a collect strategy
     added (temporal contrast: it moves the advantage, not the pass rate). Both are divided by
-    `max_reward(cfg)`, the rewards into [0, 1]; each prompt's (alpha, beta) lives in the
+    `options.max_reward`, the rewards into [0, 1]; each prompt's (alpha, beta) lives in the
     run's per-prompt statistics (`context.prompt_stats`, entry `extra["dbb"]`, so it is saved in
     the run state and restored exactly on resume) and is updated here in place.
     """
-    from mmrlvr.config_efficiency import max_reward
-
-    d = cfg.sample_efficiency.dbb
+    d = options
     if context is None or context.prompt_stats is None:
         raise ValueError("dbb advantages need the run's per-prompt statistics (EstimatorContext.prompt_stats)")
     stats, ids = context.prompt_stats, context.sample_ids
@@ -82,7 +94,7 @@ def dbb_advantages(rewards: torch.Tensor, context, cfg, bonus: torch.Tensor | No
         e = stats.get(sid)
         if e is not None and "dbb" in e["extra"]:
             post.ab[sid] = tuple(e["extra"]["dbb"])
-    top = max_reward(cfg)
+    top = d.max_reward
     adv = post.advantages(ids, rewards / top, None if bonus is None else bonus / top)
     for sid in dict.fromkeys(ids):
         stats.extra(sid)["dbb"] = list(post.ab[sid])

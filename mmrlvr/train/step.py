@@ -233,6 +233,15 @@ def _batch(chosen: list[tuple], engine) -> RolloutBatch:
                         sizes if uneven else None, policy_mask=policy_mask_of(comps, mask.shape), bonus=bonus)
 
 
+def dbb_options(cfg):
+    """`sample_efficiency.dbb`'s settings and the verifiers' largest reward, as DBB reads them."""
+    from mmrlvr.algos.posteriors import DbbOptions
+    from mmrlvr.config_efficiency import max_reward
+
+    d = cfg.sample_efficiency.dbb
+    return DbbOptions(lam=d.lam, eps=d.eps, scale=d.scale, include_current=d.include_current, max_reward=max_reward(cfg))
+
+
 def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> torch.Tensor:
     """Shaped rewards -> per-sequence advantages (N, 1).
 
@@ -252,7 +261,7 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
 
         # the posteriors learn the verifiers' rewards; a strategy's bonus shifts the advantage only
         bonus = batch.bonus if batch.bonus is not None else torch.zeros_like(rewards)
-        per_group = dbb_advantages(rewards - bonus, context, cfg, bonus=bonus)
+        per_group = dbb_advantages(rewards - bonus, context, dbb_options(cfg), bonus=bonus)
     else:
         per_group = estimate(algo.advantage, rewards, context)
     return flatten_groups(per_group, sizes).reshape(-1, 1)
