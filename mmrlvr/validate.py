@@ -24,6 +24,9 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
 ENGINES = ("hf", "vllm", "vllm_server")
+IMPORTANCE_LEVELS = ("token", "sequence")
+"""algo.importance_level's names: the policy losses of `mmrlvr.algos.losses.POLICY_LOSSES` (a test
+holds the two equal; in the order the error text names them)."""
 
 RULES: list[Rule] = [
     Rule("seed", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
@@ -92,7 +95,7 @@ RULES: list[Rule] = [
     Rule("algo.clip_low", lambda v: _num(v) and 0 <= v < 1, "a number in [0, 1)"),
     Rule("algo.clip_high", at_least(0), "a finite number >= 0"),
     Rule("algo.dual_clip", lambda v: _num(v) and (v == 0 or v > 1), "0 (off) or a finite number > 1"),
-    Rule("algo.importance_level", one_of("token", "sequence"), "token or sequence"),
+    Rule("algo.importance_level", one_of(*IMPORTANCE_LEVELS), " or ".join(IMPORTANCE_LEVELS)),
     Rule("algo.norm_length", at_least(1), "an integer >= 1 (or null)"),
     Rule("algo.kl_coef", at_least(0), "a finite number >= 0"),
     Rule("algo.entropy_coef", finite, "a finite number"),

@@ -2,6 +2,12 @@
 
 They take tensors and scalars, never a config object, and return `(loss, stats)` where stats are
 detached tensors (no `.item()`, so no device sync inside the loss).
+
+The policy losses are registered in `POLICY_LOSSES` by their `algo.importance_level` name;
+`policy_loss` looks one up. A new loss is one registered function
+`fn(logprobs, old_logprobs, advantages, mask, **options) -> (loss, stats)` (the options are
+`policy_loss`'s keywords) plus its name in the validation's `IMPORTANCE_LEVELS`
+(mmrlvr/validate.py; a test holds the two equal).
 """
 
 from __future__ import annotations
@@ -9,6 +15,10 @@ from __future__ import annotations
 import math
 
 import torch
+
+from mmrlvr.registry import Registry
+
+POLICY_LOSSES: Registry = Registry("policy loss")
 
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
@@ -48,22 +58,6 @@ def aggregate(
     raise ValueError(f"unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
 
 
-def _ratio_log(
-    logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor, importance_level: str
-) -> torch.Tensor:
-    log_ratio = logprobs - old_logprobs
-    if importance_level == "token":
-        return log_ratio
-    if importance_level == "sequence":
-        # GSPO: the sequence ratio exp(mean_t log r_t) is shared by all tokens; written in the
-        # "GSPO-token" form so that per-token advantages still apply and gradients match.
-        m = mask.to(log_ratio.dtype)
-        seq = (log_ratio * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1)
-        seq = seq.clamp(max=10.0)
-        return seq.detach() + logprobs - logprobs.detach()
-    raise ValueError(f"unknown importance_level {importance_level!r}; known: token, sequence")
-
-
 def policy_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -87,8 +81,48 @@ def policy_loss(
     as verl's `compute_policy_loss_vanilla` does; None or 0: off.
     `correction` (N, T), detached: rollout-correction weights multiplying loss_t (None: 1).
     """
+    if importance_level not in POLICY_LOSSES:
+        raise ValueError(f"unknown importance_level {importance_level!r}; known: {', '.join(POLICY_LOSSES.names())}")
+    return POLICY_LOSSES.get(importance_level)(
+        logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high, aggregation=aggregation,
+        norm_length=norm_length, denominator=denominator, correction=correction, dual_clip=dual_clip)
+
+
+@POLICY_LOSSES.register("token")
+def ppo_token(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+              **options) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO: each token has its own importance ratio r_t = exp(logprobs_t - old_logprobs_t)."""
+    return clipped_surrogate(logprobs - old_logprobs, logprobs, advantages, mask, **options)
+
+
+@POLICY_LOSSES.register("sequence")
+def gspo(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+         **options) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """GSPO: the sequence ratio exp(mean_t log r_t) is shared by all tokens; written in the
+    "GSPO-token" form so that per-token advantages still apply and gradients match."""
+    log_ratio = logprobs - old_logprobs
+    m = mask.to(log_ratio.dtype)
+    seq = (log_ratio * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1)
+    seq = seq.clamp(max=10.0)
+    return clipped_surrogate(seq.detach() + logprobs - logprobs.detach(), logprobs, advantages, mask, **options)
+
+
+def clipped_surrogate(
+    log_ratio: torch.Tensor,
+    logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    aggregation: str = "token-mean",
+    norm_length: float | None = None,
+    denominator: float | torch.Tensor | None = None,
+    correction: torch.Tensor | None = None,
+    dual_clip: float | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The clipped surrogate of `policy_loss` for a given per-token log importance ratio (N, T)."""
     mask_f = mask.to(logprobs.dtype)
-    log_ratio = _ratio_log(logprobs, old_logprobs, mask, importance_level)
     ratio = torch.exp(log_ratio.clamp(-20.0, 20.0))
     adv = advantages.expand_as(logprobs)
     unclipped = -adv * ratio
