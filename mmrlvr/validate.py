@@ -24,9 +24,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
 ENGINES = ("hf", "vllm", "vllm_server")
-IMPORTANCE_LEVELS = ("token", "sequence")
-"""algo.importance_level's names: the policy losses of `mmrlvr.algos.losses.POLICY_LOSSES` (a test
-holds the two equal; in the order the error text names them)."""
+IMPORTANCE_LEVELS = ("token", "sequence")  # algo.importance_level: algos.losses.POLICY_LOSSES (a test holds them equal)
 
 RULES: list[Rule] = [
     Rule("seed", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),

@@ -9,7 +9,8 @@ from mmrlvr.validate import IMPORTANCE_LEVELS, config_errors
 
 
 def refused(name: str) -> bool:
-    return any(line.startswith("algo.importance_level") for line in config_errors(load_config(None, [f"algo.importance_level={name}"])))
+    errors = config_errors(load_config(None, [f"algo.importance_level={name}"]))
+    return any(line.startswith("algo.importance_level") for line in errors)
 
 
 def test_every_importance_level_validation_accepts_is_a_registered_policy_loss():
