@@ -295,16 +295,6 @@ def _check_episode(cfg: Config) -> Iterable[str]:
         return
     if r.engine != "hf":
         yield _line("rollout.episode", r.episode, "expected rollout.engine=hf (multi-turn episodes run on the hf engine)")
-    from mmrlvr.algos.presets import PRESETS, resolve_algo
-
-    if cfg.algo.algorithm in PRESETS:
-        buffer = resolve_algo(cfg.algo, r.max_new_tokens, r.engine).overlong_buffer
-        if _num(buffer) and buffer > 0:
-            yield _line("algo.overlong_buffer", buffer, f"expected 0 with rollout.episode={r.episode} (the overlong "
-                        "penalty reads one completion's length; an episode holds several turns and inserts)")
-    if cfg.token_weighting.method != "none":
-        yield _line("token_weighting.method", cfg.token_weighting.method,
-                    f"expected none with rollout.episode={r.episode} (token signals are not computed on episodes yet)")
     if isinstance(r.max_episode_tokens, int) and isinstance(r.max_new_tokens, int) and r.max_episode_tokens < r.max_new_tokens:
         yield _line("rollout.max_episode_tokens", r.max_episode_tokens,
                     f"expected at least rollout.max_new_tokens={r.max_new_tokens} (room for the first turn)")

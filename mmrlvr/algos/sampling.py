@@ -30,6 +30,19 @@ def overlong_penalty(lengths: torch.Tensor, max_len: int, buffer: int, factor: f
     return -factor * (over / buffer).clamp(max=1.0)
 
 
+def longest_run(mask: torch.Tensor) -> torch.Tensor:
+    """(N, T) 0/1 mask -> (N,) the length of each row's longest run of consecutive 1s.
+
+    On an episode's policy mask (times the completion mask) this is its longest policy turn:
+    inserted messages (at least one token each) separate the turns."""
+    m = mask.long()
+    if m.shape[-1] == 0:
+        return torch.zeros(m.shape[0], dtype=torch.long)
+    idx = torch.arange(m.shape[1], device=m.device).expand_as(m)
+    last_zero = torch.where(m == 0, idx, torch.full_like(idx, -1)).cummax(dim=1).values
+    return torch.where(m == 1, idx - last_zero, torch.zeros_like(idx)).max(dim=1).values
+
+
 def truncation_mask(truncated: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Zero the loss mask of truncated completions (N,) so unfinished answers teach nothing."""
     return mask * (~truncated.bool()).unsqueeze(1).to(mask.dtype)

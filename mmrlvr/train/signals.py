@@ -149,6 +149,7 @@ def compute_signals(
     corrupt_prob: float = 0.5, seed: int = 0, fill: dict | None = None,
     similarity_layers: Sequence[int] | None = (-1,), similarity_at_token: bool = False, chunk_rows: int = 64,
     clean: dict[str, torch.Tensor] | None = None, chunks: Sequence[Sequence[int]] | None = None,
+    valid: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The requested signals, each (N, T) float on the CPU, 0 on padding.
 
@@ -160,6 +161,9 @@ def compute_signals(
     is skipped, so entropy costs nothing and visual_dependency one forward (not visual_similarity,
     which reads hidden states). `chunks`: the rows of each forward (indices into the N rows, each
     row in one; the learner's token-budget packing), else `chunk_rows` consecutive rows at a time.
+    `valid`: (N, T) the tokens to report (default `completion_mask`); an episode's rows pass the
+    policy's own tokens, while the forward still reads every completion token (inserted messages
+    and their images are context), so inserted tokens come back 0.
     """
     unknown = set(needs) - set(SIGNALS)
     if unknown:
@@ -196,7 +200,7 @@ def compute_signals(
             logits = _forward(model, select_rows(corrupted, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
             lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]
             out["corrupt"].append(F.pad(lp_c.cpu(), pad))
-    valid = completion_mask.bool().cpu()
+    valid = (completion_mask if valid is None else valid).bool().cpu()
     back = torch.empty(n, dtype=torch.long)
     back[torch.tensor(order)] = torch.arange(n)  # chunk order -> row order
 

@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 
 from mmrlvr.algos.advantages import EstimatorContext, estimate, flatten_groups, pad_groups
-from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty
+from mmrlvr.algos.sampling import GroupCollector, informative_groups, longest_run, overlong_penalty
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
 from mmrlvr.rollout.episodes import episode_metrics, policy_mask_of, role_reward_metrics, run_episodes, with_inserted_media
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
@@ -242,6 +242,16 @@ def dbb_options(cfg):
     return DbbOptions(lam=d.lam, eps=d.eps, scale=d.scale, include_current=d.include_current, max_reward=max_reward(cfg))
 
 
+def overlong_lengths(batch: RolloutBatch) -> torch.Tensor:
+    """(N,) the lengths DAPO's overlong penalty reads against rollout.max_new_tokens: a completion's
+    tokens, or in an episode its longest policy turn (each turn is one generation capped at
+    max_new_tokens; inserted messages are not the policy's, and the number of turns is the
+    episode's to decide, so a sum over turns would penalise an episode for taking more of them)."""
+    if batch.policy_mask is None:
+        return batch.completion_mask.sum(1)
+    return longest_run(batch.completion_mask * batch.policy_mask)
+
+
 def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> torch.Tensor:
     """Shaped rewards -> per-sequence advantages (N, 1).
 
@@ -250,7 +260,7 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
     algo, sizes = cfg.algo, batch.group_sizes
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:
-        lengths = batch.completion_mask.sum(1)
+        lengths = overlong_lengths(batch)
         shaped = overlong_penalty(lengths, cfg.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_factor)
         if sizes is None:
             rewards = rewards + shaped.view_as(rewards)

@@ -88,6 +88,14 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
     return _weighting(batch, rows, signals, cfg, step, t0)
 
 
+def signal_mask(batch, rows: list[int]) -> torch.Tensor:
+    """(len(rows), T) the tokens signals and weights are for: the sampled ones, in an episode only the
+    policy's own (`batch.policy_mask`; inserted messages are context the forward reads, never weighted)."""
+    mask = batch.completion_mask[rows]
+    policy = getattr(batch, "policy_mask", None)
+    return mask if policy is None else mask * policy[rows].to(mask.dtype)
+
+
 def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: dict | None = None) -> dict:
     """The signals of `rows`, one forward per learner micro-batch: `micro_rows` rows, or packed within
     `train.micro_batch_tokens` (the signals' forwards are joined ones: each row pays for its prompt).
@@ -98,7 +106,7 @@ def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: 
     chunks = None if budget is None else pack_rows(row_lengths(inputs, mask, shared=False), range(len(rows)), budget)
     return compute_signals(
         model, inputs, batch.completion_ids[rows], mask,
-        sorted(needs), temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
+        sorted(needs), valid=signal_mask(batch, rows), temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
         seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
         chunk_rows=micro_rows(len(rows), algo), clean=clean, chunks=chunks,
     )
@@ -107,10 +115,10 @@ def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: 
 def _weighting(batch, rows: list[int], signals: dict, cfg, step: int, t0: float) -> TokenWeighting:
     """Signals of `rows` -> the batch's (N, T) weights, labels and metrics."""
     tw = cfg.token_weighting
-    mask = batch.completion_mask[rows]
+    mask = signal_mask(batch, rows)
     params = {k: v for k, v in dataclasses.asdict(tw).items() if k != "method"}
     w_rows = token_weights(tw.method, signals, mask, progress=step / max(cfg.train.steps, 1), **params)
-    weights = batch.completion_mask.float().clone()
+    weights = signal_mask(batch, list(range(len(batch.completion_mask)))).float()
     weights[rows] = w_rows
     out = TokenWeighting(weights, rows, signals)
     valid = mask.bool()

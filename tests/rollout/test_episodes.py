@@ -153,8 +153,6 @@ def test_single_is_the_one_turn_rollout(tiny):
     ("rollout.episode=agentic", "rollout.episode='agentic': expected a registered episode: "),
     ("rollout.engine=vllm", "rollout.episode='tools': expected rollout.engine=hf"),
     ("rollout.max_episode_tokens=16", "rollout.max_episode_tokens=16: expected at least rollout.max_new_tokens=32"),
-    ("token_weighting.method=vppo", "token_weighting.method='vppo': expected none with rollout.episode=tools"),
-    ("algo.algorithm=dapo", "algo.overlong_buffer=6: expected 0 with rollout.episode=tools"),
     ("rollout.max_turns=0", "rollout.max_turns=0: expected an integer >= 1"),
     ("rollout.max_episode_images=-1", "rollout.max_episode_images=-1: expected an integer >= 0"),
     ("rollout.turn_timeout_s=0", "rollout.turn_timeout_s=0.0: expected a finite number of seconds > 0"),
@@ -170,6 +168,9 @@ def test_episode_limits_are_validated_up_front(override, expected, tmp_path, mon
     errors = config_errors(load_config("configs/zoom_tools_tiny.yaml", [f"output_dir={tmp_path}", override]))
     assert any(expected in e for e in errors), errors
     assert config_errors(load_config("configs/zoom_tools_tiny.yaml", [f"output_dir={tmp_path}"])) == []
+    # token weighting and the overlong penalty run on episodes (tests/train/test_episode_shaping.py)
+    shaped = ["token_weighting.method=vppo", "algo.algorithm=dapo"]
+    assert config_errors(load_config("configs/zoom_tools_tiny.yaml", [f"output_dir={tmp_path}", *shaped])) == []
 
 
 def test_refine_phases_train_only_their_own_turn(tiny):
