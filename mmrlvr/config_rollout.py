@@ -57,7 +57,7 @@ class RolloutConfig:
     """A registered episode (`mmrlvr.rollout.episodes`): single (one prompt, one completion), tools (the
     policy may call an image tool, `<zoom>[x1, y1, x2, y2]</zoom>`, and sees the crop in its next turn),
     refine (ThinkTwice: steps alternate between solving and refining the policy's own answer);
-    hf engine only for multi-turn episodes. Only the policy's own tokens are trained on."""
+    multi-turn episodes run on the hf and vllm engines (not vllm_server). Only the policy's own tokens are trained on."""
     max_turns: int = 3
     """Most policy turns per episode (single: always 1)."""
     max_episode_tokens: int | None = None

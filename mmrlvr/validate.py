@@ -293,8 +293,9 @@ def _check_episode(cfg: Config) -> Iterable[str]:
                         f"expected text for one of the {r.episode} episode's settings: {', '.join(ep.args) or 'none'}")
     if r.episode == "single":
         return
-    if r.engine != "hf":
-        yield _line("rollout.episode", r.episode, "expected rollout.engine=hf (multi-turn episodes run on the hf engine)")
+    if r.engine not in ("hf", "vllm"):
+        yield _line("rollout.engine", r.engine, f"expected hf or vllm with rollout.episode={r.episode} (the rollout "
+                    "server does not continue episodes)")
     if isinstance(r.max_episode_tokens, int) and isinstance(r.max_new_tokens, int) and r.max_episode_tokens < r.max_new_tokens:
         yield _line("rollout.max_episode_tokens", r.max_episode_tokens,
                     f"expected at least rollout.max_new_tokens={r.max_new_tokens} (room for the first turn)")

@@ -25,8 +25,8 @@ import torch
 from mmrlvr.data.collate import prompt_texts
 from mmrlvr.rollout.hf import RolloutOutput, checkpoint_generation_config, stop_token_ids, vision_token_ids
 from mmrlvr.rollout.vllm_inputs import (
-    SampledText, allowed_token_ids, model_vocab_size, processor_kwargs, request_seeds, resolve_max_model_len,
-    rollout_output, sampling_fields, vllm_request,
+    SampledText, allowed_token_ids, continuation_request, model_vocab_size, placeholder_ids, processor_kwargs,
+    request_seeds, resolve_max_model_len, rollout_output, sampling_fields, vllm_request,
 )
 from mmrlvr.rollout.weight_names import sync_pairs, vllm_param_name
 from mmrlvr.types import Completion, Sample
@@ -64,6 +64,7 @@ class VLLMRolloutEngine:
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
         self.allowed_ids = allowed_token_ids(model_vocab_size(model_config), self.suppress_ids)
         self.model_type = model_config.model_type
+        self.placeholders = placeholder_ids(model_config)  # media tokens vLLM expands itself (episodes' token prompts)
         self.tied = bool(getattr(model_config, "tie_word_embeddings", False))
         max_model_len = resolve_max_model_len(max_model_len, model_config)
         self._asleep = False
@@ -192,3 +193,19 @@ class VLLMRolloutEngine:
         return [[SampledText(list(c.token_ids), c.text, c.finish_reason,
                              [d[t].logprob for d, t in zip(c.logprobs or [], c.token_ids)]) for c in out.outputs]
                 for out in outs]
+
+    def continue_contexts(self, contexts: Sequence, sampling, seed: int, max_new_tokens: int,
+                          greedy: bool = False) -> list[tuple]:
+        """One more policy turn of each episode context (`episodes.EpisodeContext`: the sample, the
+        learner's token ids of prompt + completion so far, the inserted images), as a vLLM token
+        prompt with its media (`vllm_inputs.continuation_request`), one seeded request each: per
+        context (token ids, sampler log-probs, stopped, text), as `HFRolloutEngine.continue_rows`."""
+        if not self.model_type.startswith("qwen"):
+            raise ValueError(f"multi-turn episodes on the vLLM engine need a Qwen-VL family (one placeholder token "
+                             f"per image, expanded by vLLM); model_type is {self.model_type!r}: use rollout.engine=hf")
+        requests = [continuation_request(c.token_ids, c.sample, c.images, self.placeholders, self.processor)
+                    for c in contexts]
+        params = [self.sampling_params(sampling, 1, s, greedy, max_new_tokens)
+                  for s in request_seeds(seed, len(requests), 1)]
+        return [(list(c.token_ids), list(c.logprobs), c.finish_reason != "length", c.text)
+                for (c,) in self.generate_raw(requests, params)]

@@ -133,6 +133,58 @@ def vllm_request(prompt: str, sample: Sample, processor=None) -> dict:
     return req
 
 
+def placeholder_ids(model_config) -> dict[str, int]:
+    """modality -> the token id the chat template writes once per image/video ("image", "video")."""
+    out = {}
+    for modality in ("image", "video"):
+        tid = getattr(model_config, f"{modality}_token_id", None)
+        if tid is not None:
+            out[modality] = int(tid)
+    return out
+
+
+def collapse_placeholders(ids: Sequence[int], placeholders: dict[str, int]) -> tuple[list[int], dict[str, int]]:
+    """Token ids whose media placeholders the HF processor expanded (one per visual token) -> one
+    placeholder per image/video, as the chat template writes them, with the count per modality.
+
+    vLLM's Qwen-VL processors expand each `<|image_pad|>` / `<|video_pad|>` of a token prompt to
+    the item's token count themselves, so a prompt given as token ids must carry them unexpanded.
+    Runs are separated by `<|vision_end|><|vision_start|>`, so a run is one item."""
+    out: list[int] = []
+    counts = {m: 0 for m in placeholders}
+    by_id = {tid: m for m, tid in placeholders.items()}
+    for i, t in enumerate(ids):
+        if t in by_id and i > 0 and ids[i - 1] == t:
+            continue
+        if t in by_id:
+            counts[by_id[t]] += 1
+        out.append(int(t))
+    return out, counts
+
+
+def continuation_request(token_ids: Sequence[int], sample: Sample, inserted_images: Sequence, placeholders: dict,
+                         processor=None) -> dict:
+    """One vLLM token prompt continuing an episode: the learner's ids of prompt + completion so far
+    (media placeholders collapsed, `collapse_placeholders`) and the media in order, the prompt's own
+    (decoded as `vllm_request` decodes them) then the images the episode inserted.
+
+    Fails with one line when the placeholders do not match the media one to one (a family whose
+    processor writes more than one placeholder run per item, such as Qwen3-VL's timestamped videos)."""
+    ids, counts = collapse_placeholders(token_ids, placeholders)
+    data = dict(vllm_request("", sample, processor).get("multi_modal_data", {}))
+    if inserted_images:
+        data["image"] = [*data.get("image", []), *inserted_images]
+    for modality in placeholders:
+        have = len(data.get(modality, []))
+        if counts[modality] != have:
+            raise ValueError(f"episode on the vLLM engine: {counts[modality]} {modality} placeholder runs in the "
+                             f"context for {have} {modality}s (a family whose processor writes one run per item is needed)")
+    req: dict = {"prompt_token_ids": ids}
+    if data:
+        req["multi_modal_data"] = data
+    return req
+
+
 def sampling_fields(sampling, group_size: int, seed: int, greedy: bool, max_new_tokens: int | None,
                     stop_ids: Sequence[int]) -> dict:
     """vLLM SamplingParams fields for one request (plain values: the server engine sends them as JSON).

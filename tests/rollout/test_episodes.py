@@ -151,7 +151,7 @@ def test_single_is_the_one_turn_rollout(tiny):
 
 @pytest.mark.parametrize("override,expected", [
     ("rollout.episode=agentic", "rollout.episode='agentic': expected a registered episode: "),
-    ("rollout.engine=vllm", "rollout.episode='tools': expected rollout.engine=hf"),
+    ("rollout.engine=vllm_server", "rollout.engine='vllm_server': expected hf or vllm with rollout.episode=tools"),
     ("rollout.max_episode_tokens=16", "rollout.max_episode_tokens=16: expected at least rollout.max_new_tokens=32"),
     ("rollout.max_turns=0", "rollout.max_turns=0: expected an integer >= 1"),
     ("rollout.max_episode_images=-1", "rollout.max_episode_images=-1: expected an integer >= 0"),
@@ -168,8 +168,8 @@ def test_episode_limits_are_validated_up_front(override, expected, tmp_path, mon
     errors = config_errors(load_config("configs/zoom_tools_tiny.yaml", [f"output_dir={tmp_path}", override]))
     assert any(expected in e for e in errors), errors
     assert config_errors(load_config("configs/zoom_tools_tiny.yaml", [f"output_dir={tmp_path}"])) == []
-    # token weighting and the overlong penalty run on episodes (tests/train/test_episode_shaping.py)
-    shaped = ["token_weighting.method=vppo", "algo.algorithm=dapo"]
+    # token weighting and the overlong penalty run on episodes (tests/train/test_episode_shaping.py), and so does vLLM
+    shaped = ["token_weighting.method=vppo", "algo.algorithm=dapo", "rollout.engine=vllm"]
     assert config_errors(load_config("configs/zoom_tools_tiny.yaml", [f"output_dir={tmp_path}", *shaped])) == []
 
 
