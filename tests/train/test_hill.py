@@ -123,6 +123,7 @@ def test_the_best_mixed_hint_replaces_its_group_and_the_hints_are_a_group(tiny, 
     third = [x for x in rows if x["prompt"] == 3]
     assert [x["id"] for x in third] == [batch.samples[3].id] * 2
     assert [x["reward"] for x in third] == pytest.approx(batch.rewards[3, :2].tolist())
+    assert [x["completion"] for x in third] == batch.texts[12:14]  # rows 12-13: after three groups of 4
 
 
 def test_when_no_hint_passes_every_hint_scores_zero_and_nothing_is_replaced(tiny):
