@@ -56,7 +56,8 @@ class RolloutConfig:
     episode: str = "single"
     """A registered episode (`mmrlvr.rollout.episodes`): single (one prompt, one completion), tools (the
     policy may call an image tool, `<zoom>[x1, y1, x2, y2]</zoom>`, and sees the crop in its next turn),
-    refine (ThinkTwice: steps alternate between solving and refining the policy's own answer);
+    refine (ThinkTwice: steps alternate between solving and refining the policy's own answer), hill
+    (HiLL: the policy writes hints for groups with no correct answer and answers the hinted prompts);
     multi-turn episodes run on the hf and vllm engines (not vllm_server). Only the policy's own tokens are trained on."""
     max_turns: int = 3
     """Most policy turns per episode (single: always 1)."""
@@ -71,7 +72,9 @@ class RolloutConfig:
     episode_args: dict = field(default_factory=dict)
     """Settings of the episode named by rollout.episode, read by its turn function (`EpisodeState.args`).
     refine: `instruction` (the review message; null: ThinkTwice's own, verbatim; `{question}` in it is
-    replaced by the prompt's question)."""
+    replaced by the prompt's question). hill: `num_hints` (4), `transfer_temperature` (0.3), `reward_type`
+    (transfer_weighted_non_deg), `min_hard_prompts` (1), `hinter_max_new_tokens` (null: max_new_tokens),
+    `max_hinted_prompt_tokens` (2048), `hinter_template` (null: HiLL's, verbatim), `hint_tags` (true)."""
     vllm_gpu_memory_utilization: float = 0.3
     """vllm: share of each GPU's memory vLLM may take (weights + KV cache); the learner has the rest."""
     vllm_max_model_len: int | None = None

@@ -93,6 +93,14 @@ class RolloutBatch:
         """The B prompts' ids, in group order (what prompt sources and per-prompt statistics key on)."""
         return [s.id for s in self.samples]
 
+    def row_groups(self) -> list[int]:
+        """(N,) the group (prompt index) of each row: groups of unequal size are contiguous too."""
+        return [b for b, n in enumerate(self.sizes()) for _ in range(n)]
+
+    def row_rewards(self) -> list[float]:
+        """(N,) each row's reward, the NaN padding of shorter groups left out."""
+        return [float(x) for b, n in enumerate(self.sizes()) for x in self.rewards[b, :n].tolist()]
+
     def sizes(self) -> list[int]:
         """Each group's number of completions."""
         if self.group_sizes is not None:

@@ -71,7 +71,8 @@ class Episode:
     first_role: str = "policy"
     phase: Callable[[int], str] | None = None  # step -> phase name, for episodes that alternate
     shared_first: tuple = ()  # phases whose first turn is one response per prompt, shared by its G episodes
-    args: tuple = ()  # the names rollout.episode_args may set (text values)
+    args: tuple = ()  # the names rollout.episode_args may set (text or number values)
+    check: Callable[[Any], list] | None = None  # cfg -> one line per setting the episode refuses (validation)
 
 
 EPISODES: Registry = Registry("episode")
@@ -97,7 +98,7 @@ def episode_for(name: str) -> Episode:
 
 
 def _load_builtin() -> None:
-    from mmrlvr.rollout import refine, tools  # noqa: F401 - registers `tools` and `refine`
+    from mmrlvr.rollout import hill, refine, tools  # noqa: F401 - registers `tools`, `refine` and `hill`
 
 
 def call_turn(fn, state: EpisodeState, timeout_s: float) -> Turn:

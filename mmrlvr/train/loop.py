@@ -271,15 +271,16 @@ def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
     k // 2 prompts, so both the spread across prompts and within a group are visible."""
     out = run_dir / "samples"
     out.mkdir(exist_ok=True)
-    b = max(len(batch.samples), 1)
-    g = len(batch.texts) // b
-    prompts = min(b, max(1, k // 2))
-    picks = [p * g + j for p in range(prompts) for j in range(min(g, max(1, k // prompts)))]
+    sizes = batch.sizes()  # groups may differ in size (a hinted or demonstration group)
+    starts = [sum(sizes[:p]) for p in range(len(sizes))]
+    prompts = min(len(sizes), max(1, k // 2))
+    picks = [(p, starts[p] + j) for p in range(prompts) for j in range(min(sizes[p], max(1, k // prompts)))]
+    rewards = batch.row_rewards()
     with open(out / f"step_{step}.jsonl", "w") as f:
-        for i in picks:
-            s, verdict = batch.samples[i // g], batch.verdicts[i]
-            row = {"id": s.id, "prompt": i // g, "prompt_text": prompt_text(s), "reference": s.reference, "completion": batch.texts[i],
-                   "score": verdict.score, "reason": verdict.reason, "reward": batch.rewards.view(-1)[i].item()}
+        for p, i in picks:
+            s, verdict = batch.samples[p], batch.verdicts[i]
+            row = {"id": s.id, "prompt": p, "prompt_text": prompt_text(s), "reference": s.reference, "completion": batch.texts[i],
+                   "score": verdict.score, "reason": verdict.reason, "reward": rewards[i]}
             f.write(json.dumps(row, default=str) + "\n")
 
 

@@ -21,6 +21,7 @@ from mmrlvr.algos.advantages import EstimatorContext, estimate, flatten_groups, 
 from mmrlvr.algos.sampling import GroupCollector, informative_groups, longest_run, overlong_penalty
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
 from mmrlvr.rollout.episodes import episode_metrics, policy_mask_of, role_reward_metrics, run_episodes, with_inserted_media
+from mmrlvr.train.hill import hill_hints
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.train.temporal import temporal_contrast
@@ -44,6 +45,12 @@ class Round:
     (prompt, completions, rewards (G_b,), verdicts, per-completion sampler log-probs or None);
     their sizes may differ from G. They are kept (trained on) after the round's own groups."""
     bonus: torch.Tensor | None = None  # (B, G) added by strategies inside `rewards` (None: nothing)
+    replaced: dict = dataclasses.field(default_factory=dict)
+    """{b: group} trained on instead of the round's group b (HiLL: the best hint's re-rollouts); the
+    prompt source and statistics still hear the round's own group b."""
+    derived_groups: list = dataclasses.field(default_factory=list)
+    """Groups a strategy made from the round's prompts (HiLL's hinter prompts): trained on after the
+    round's own, never fed back to the prompt source (their prompts are not the source's)."""
 
 
 @dataclasses.dataclass
@@ -76,7 +83,7 @@ def drop_flat_groups(rnd: Round, ctx: CollectContext) -> Round:
     return dataclasses.replace(rnd, keep=rnd.keep & informative_groups(rnd.rewards))
 
 
-STRATEGIES: tuple[Callable[[Round, CollectContext], Round], ...] = (temporal_contrast_bonus, drop_flat_groups)
+STRATEGIES: tuple[Callable[[Round, CollectContext], Round], ...] = (temporal_contrast_bonus, hill_hints, drop_flat_groups)
 
 
 def local_prompts(b: int, world: int) -> int:
@@ -128,7 +135,7 @@ def _groups(rnd: Round) -> list[tuple]:
     g = rnd.rewards.shape[1]
     lp, lengths = rnd.out.sampler_logprobs, [len(c.token_ids) for c in rnd.out.completions]
     per = [lp[i, : lengths[i]] if lp is not None else None for i in range(len(lengths))]
-    return [(rnd.prompts[i], rnd.out.completions[i * g: (i + 1) * g], rnd.rewards[i],
+    return [rnd.replaced.get(i) or (rnd.prompts[i], rnd.out.completions[i * g: (i + 1) * g], rnd.rewards[i],
              rnd.verdicts[i * g: (i + 1) * g], per[i * g: (i + 1) * g], None if rnd.bonus is None else rnd.bonus[i])
             for i in range(len(rnd.prompts))]
 
@@ -165,14 +172,15 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
             metrics.update(rnd.metrics)
             metrics["rollout/mixed_group_frac"] = informative_groups(rnd.rewards).float().mean().item()
         collector.add_round(rnd.keep, _groups(rnd))
-        extras += rnd.extra_groups
+        extras += rnd.extra_groups + rnd.derived_groups
         scored += [(s.id, r) for s, r in zip(rnd.prompts, verifier_rewards(rnd).tolist())]
         verdicts += rnd.verdicts
         scored += [(grp[0].id, grp[2].tolist()) for grp in rnd.extra_groups]
         all_done = all_reduce([0.0 if collector.done else 1.0], "max")[0] == 0
         if all_done or collector.rounds >= max(1, cfg.algo.max_rounds):
             break
-    whole = collector.rounds == 1 and not cfg.algo.dynamic_sampling and bool(rnd.keep.all()) and not extras
+    whole = (collector.rounds == 1 and not cfg.algo.dynamic_sampling and bool(rnd.keep.all()) and not extras
+             and not rnd.replaced)
     batch = _rectangular_batch(rnd) if whole else _batch(collector.batch() + extras, engine)
     batch.metrics.update(metrics)
     batch.scored = scored

@@ -50,3 +50,22 @@ def test_a_strategy_group_of_another_size_is_trained_on(tiny):
                     engine.suppress_ids).update(batch, adv, seed=0)
     torch.set_num_threads(1)
     assert stats["actor/updated_seqs_frac"] == pytest.approx(10 / 14)  # the all-zero group is skipped
+
+
+def test_token_roles_name_the_right_prompt_and_reward_in_groups_of_unequal_size(tmp_path, tiny):
+    """Rows of a 1-completion group after a 3-completion one: row 3 is prompt 1's, reward rewards[1, 0]."""
+    import json
+
+    from mmrlvr.train.token_roles import TokenWeighting, write_token_roles
+    from mmrlvr.types import RolloutBatch, Sample, Verdict
+
+    samples = [Sample("a", (), 1), Sample("b", (), 2)]
+    rewards = torch.tensor([[0.25, 0.5, 0.75], [1.0, float("nan"), float("nan")]])
+    ids = torch.tensor([[5, 6], [7, 0], [8, 9], [10, 11]])
+    batch = RolloutBatch(samples, {}, ids, torch.ones_like(ids), torch.zeros(4, dtype=torch.bool), rewards,
+                         ["w", "x", "y", "z"], [Verdict(0.0)] * 4, {}, group_sizes=[3, 1])
+    assert batch.row_groups() == [0, 0, 0, 1] and batch.row_rewards() == [0.25, 0.5, 0.75, 1.0]
+    tw = TokenWeighting(torch.ones(4, 2), rows=[2, 3])
+    write_token_roles(tmp_path, 1, batch, torch.zeros(4, 1), tw, tiny[1].tokenizer, "none", k=2)
+    recs = [json.loads(x) for x in (tmp_path / "token_roles" / "step_1.jsonl").read_text().splitlines()]
+    assert [(r["sample_id"], r["reward"]) for r in recs] == [("a", 0.75), ("b", 1.0)]
