@@ -288,9 +288,11 @@ def _check_episode(cfg: Config) -> Iterable[str]:
         yield _line("rollout.episode", r.episode, f"expected a registered episode: {', '.join(EPISODES.names())}")
         return
     for key, value in (r.episode_args.items() if isinstance(r.episode_args, dict) else [("", r.episode_args)]):
-        if key not in ep.args or not isinstance(value, (str, type(None))):
+        if key not in ep.args or isinstance(value, bool) or not isinstance(value, (str, int, float, type(None))):
             yield _line(f"rollout.episode_args{'.' * bool(key)}{key}", value,
-                        f"expected text for one of the {r.episode} episode's settings: {', '.join(ep.args) or 'none'}")
+                        f"expected text (or a number) for one of the {r.episode} episode's settings: {', '.join(ep.args) or 'none'}")
+    for key, value, why in (ep.check(r.episode_args) if ep.check and isinstance(r.episode_args, dict) else ()):
+        yield _line(f"rollout.episode_args.{key}", value, why)
     if r.episode == "single":
         return
     if r.engine != "hf":
