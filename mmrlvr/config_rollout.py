@@ -56,8 +56,9 @@ class RolloutConfig:
     episode: str = "single"
     """A registered episode (`mmrlvr.rollout.episodes`): single (one prompt, one completion), tools (the
     policy may call an image tool, `<zoom>[x1, y1, x2, y2]</zoom>`, and sees the crop in its next turn),
-    refine (ThinkTwice: steps alternate between solving and refining the policy's own answer);
-    hf engine only for multi-turn episodes. Only the policy's own tokens are trained on."""
+    refine (ThinkTwice: steps alternate between solving and refining the policy's own answer), prco (an
+    Observer captions the image, a Solver answers from the caption: two roles of one policy, each with its
+    own reward); hf engine only for episodes other than single. Only the policy's own tokens are trained on."""
     max_turns: int = 3
     """Most policy turns per episode (single: always 1)."""
     max_episode_tokens: int | None = None
@@ -71,7 +72,10 @@ class RolloutConfig:
     episode_args: dict = field(default_factory=dict)
     """Settings of the episode named by rollout.episode, read by its turn function (`EpisodeState.args`).
     refine: `instruction` (the review message; null: ThinkTwice's own, verbatim; `{question}` in it is
-    replaced by the prompt's question)."""
+    replaced by the prompt's question). prco: `solver_answers` (K Solver answers per caption, default 2),
+    `solver_image_after` (the first RL step whose Solver sees the image, default 0), `leak_gate`
+    (verifier+string, verifier or none), `leak_reward` (a leaking caption's reward, default 0),
+    `observer_template` / `solver_template` (null: the authors', verbatim; ours name {question} and {caption})."""
     vllm_gpu_memory_utilization: float = 0.3
     """vllm: share of each GPU's memory vLLM may take (weights + KV cache); the learner has the rest."""
     vllm_max_model_len: int | None = None

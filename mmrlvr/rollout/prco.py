@@ -78,23 +78,24 @@ class PrcoOptions:
 
 
 def check_args(args: dict) -> list[tuple[str, object, str]]:
-    """(key, value, why) for each unusable setting."""
+    """(key, value as given, why) for each unusable setting."""
+    given = {k: v for k, v in (args or {}).items() if v is not None}
+    a = {k: str(v) for k, v in given.items()}
     out = []
-    a = {k: str(v) for k, v in (args or {}).items() if v is not None}
     for key, low in (("solver_answers", 1), ("solver_image_after", 0)):
-        if key in a and not (str(a[key]).strip().isdigit() and int(a[key]) >= low):
-            out.append((key, a[key], f"expected an integer >= {low}"))
+        if key in a and not (a[key].strip().isdigit() and int(a[key]) >= low):
+            out.append((key, given[key], f"expected an integer >= {low}"))
     if a.get("leak_gate", LEAK_GATES[0]) not in LEAK_GATES:
-        out.append(("leak_gate", a["leak_gate"], f"expected one of: {', '.join(LEAK_GATES)}"))
+        out.append(("leak_gate", given["leak_gate"], f"expected one of: {', '.join(LEAK_GATES)}"))
     if "leak_reward" in a:
         try:
             float(a["leak_reward"])
         except ValueError:
-            out.append(("leak_reward", a["leak_reward"], "expected a number"))
+            out.append(("leak_reward", given["leak_reward"], "expected a number"))
     if "observer_template" in a and "{question}" not in a["observer_template"]:
-        out.append(("observer_template", a["observer_template"], "expected a template with {question}"))
+        out.append(("observer_template", given["observer_template"], "expected a template with {question}"))
     if "solver_template" in a and not all(p in a["solver_template"] for p in ("{question}", "{caption}")):
-        out.append(("solver_template", a["solver_template"], "expected a template with {caption} and {question}"))
+        out.append(("solver_template", given["solver_template"], "expected a template with {caption} and {question}"))
     return out
 
 

@@ -44,16 +44,25 @@ def solve_captions(rnd, ctx):
         r = torch.full((k,), float("nan")) if leak[j] else rewards[j]
         extra.append((s, rows, r, verdicts[j * k: (j + 1) * k], lps))
     metrics = {**{k: v for k, v in rnd.metrics.items() if not k.startswith("reward/")},
-               **under(rnd.metrics, "reward/observer/as_answer/"), **under(metrics, "reward/solver/"),
+               **role_terms(rnd.metrics, metrics),
                **role_metrics(utility, rewards, leak)}
     return dataclasses.replace(rnd, rewards=utility.view(b, g), extra_groups=[*rnd.extra_groups, *extra],
                                metrics=metrics, gen_s=rnd.gen_s + gen_s)
 
 
-def under(metrics: dict, prefix: str) -> dict:
-    """reward/<verifier>[/<part>] -> <prefix><verifier>[/<part>]: the captions scored as answers (what the
-    leak gate reads) go under reward/observer/as_answer/, the Solver's answers under reward/solver/."""
-    return {prefix + k[len("reward/"):]: v for k, v in metrics.items() if k.startswith("reward/")}
+def role_terms(caption_metrics: dict, solver_metrics: dict) -> dict:
+    """reward/<verifier>[/<part>] of the two scorings, by role: the captions scored as answers (what
+    the leak gate reads) under reward/observer/as_answer/, the Solver's answers under reward/solver/."""
+    out = {}
+    for key, value in caption_metrics.items():
+        if key.startswith("reward/"):
+            name, _, part = key[len("reward/"):].partition("/")
+            out[f"reward/observer/as_answer/{name}/{part}" if part else f"reward/observer/as_answer/{name}"] = value
+    for key, value in solver_metrics.items():
+        if key.startswith("reward/"):
+            name, _, part = key[len("reward/"):].partition("/")
+            out[f"reward/solver/{name}/{part}" if part else f"reward/solver/{name}"] = value
+    return out
 
 
 def _nanmean(x: torch.Tensor) -> float:
