@@ -57,7 +57,7 @@ def test_episode_args_are_checked_before_anything_runs(tmp_path):
     assert config_errors(load_config(*base)) == []
     bad = {"rollout.episode_args.solver_answers=0": "rollout.episode_args.solver_answers=0: expected an integer >= 1",
            "rollout.episode_args.leak_gate=strict": "expected one of: verifier+string, verifier, none",
-           "rollout.episode_args.solver_template=x": "expected a template with {caption} and {question}",
+           "rollout.episode_args.solver_template='Q: {question}'": "expected a template with {caption} and {question}",
            "rollout.episode_args.hint=x": "expected text (or a number) for one of the prco episode's settings"}
     for override, why in bad.items():
         errors = config_errors(load_config(base[0], [*base[1], override]))

@@ -5,6 +5,7 @@ mean, a leaking caption gated, each role trained on its own turn only."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,9 +40,12 @@ def _prompt_text(batch, processor, row):
     return processor.tokenizer.decode(ids)
 
 
+LENGTH_THIRDS = f"rewards=[{{verifier: {Path(__file__).parents[1] / 'e2e' / 'user_verifier.py'}:length_thirds, weight: 1.0}}]"
+
+
 def test_captions_then_answers_two_group_structures_and_utility(tiny):
     model, processor = tiny
-    cfg = _cfg()
+    cfg = _cfg(LENGTH_THIRDS)  # 0, 0.5 or 1 from any text: rewards that differ from row to row
     engine, batch = _collect(tiny, cfg)
     c = B * G  # captions
     assert batch.group_sizes == [G] * B + [K] * c and batch.completion_ids.shape[0] == c + c * K
@@ -52,11 +56,13 @@ def test_captions_then_answers_two_group_structures_and_utility(tiny):
             shown = _prompt_text(batch, processor, c + j * K + i)
             assert f"Caption: {caption} How many red shapes" in shown and "Describe" not in shown
     solver = batch.rewards[B:, :K]  # (C, K): caption j's answers
+    assert len(set(solver.reshape(-1).tolist())) > 1
     assert torch.allclose(batch.rewards[:B].reshape(-1), solver.mean(dim=1))  # the utility: their mean
     m = batch.metrics
     assert m["reward/observer/mean"] == pytest.approx(solver.mean().item())
     assert m["reward/solver/mean"] == pytest.approx(solver.mean().item()) and m["reward/observer/leak_frac"] == 0.0
-    assert "reward/solver/count" in m and "reward/observer/as_answer/count" in m and "reward/count" not in m
+    assert "reward/solver/length_thirds" in m and "reward/observer/as_answer/length_thirds" in m
+    assert "reward/length_thirds" not in m
     # each role is trained on its whole turn and nothing else: the caption inside a Solver prompt is context
     mask = loss_mask(batch, dataclasses.replace(cfg.algo, mask_truncated=False))
     assert torch.equal(mask, batch.completion_mask.float())
