@@ -65,13 +65,15 @@ def main() -> None:
     if a.table:
         print(render(json.loads(Path(a.table).read_text())["runs"]))
         return
-    runs = []
-    for seed in [int(s) for s in a.seeds.split(",")]:
+    seeds = [int(s) for s in a.seeds.split(",")]
+    out = Path(a.out)
+    runs = [r for r in json.loads(out.read_text())["runs"] if r["seed"] not in seeds] if out.exists() else []
+    for seed in seeds:  # other seeds' runs already in --out are kept
         work = Path(a.work) / f"s{seed}"
         warm = warm_start_dir(work, seed, CONFIG)
         runs.append(run_arm("grpo", seed, a.steps, warm, work, GRPO))
         runs.append(run_arm("prco", seed, a.steps, warm, work, []))
-        Path(a.out).write_text(json.dumps({"config": CONFIG, "grpo_overrides": GRPO, "runs": runs}, indent=1))
+        out.write_text(json.dumps({"config": CONFIG, "grpo_overrides": GRPO, "runs": runs}, indent=1))
     print(render(runs))
 
 

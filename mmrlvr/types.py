@@ -98,3 +98,7 @@ class RolloutBatch:
         if self.group_sizes is not None:
             return list(self.group_sizes)
         return [self.rewards.shape[1]] * self.rewards.shape[0]
+
+    def row_groups(self) -> list[tuple[int, int]]:
+        """(group, place in the group) of each of the N rows: where its reward is in `rewards` (B, G)."""
+        return [(b, i) for b, n in enumerate(self.sizes()) for i in range(n)]
