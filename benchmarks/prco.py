@@ -9,7 +9,8 @@ completions per step. PRCO: the config's 4 prompts x 2 captions x (1 + 3 Solver 
 completions per step. Same steps, same lr. Held-out accuracy (64 boards, greedy) is measured each
 arm's own way (GRPO: one answer; PRCO: a caption, then the Solver's answer) before and after RL,
 and crosswise after RL: PRCO's policy answering alone (no caption), GRPO's through the
-Observer/Solver pipeline. The JSON keeps every run; the table prints each seed and the mean.
+Observer/Solver pipeline. `prco_nogate` (`--arms grpo,prco,prco_nogate`) is PRCO without the leak
+gate. The JSON keeps every run; the table prints each seed and the mean.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mmrlvr.train.loop import train  # noqa: E402
 
 CONFIG = "configs/prco_tiny.yaml"
 GRPO = ["rollout.episode=single", "rollout.episode_args={}", "rollout.prompts_per_step=8", "rollout.group_size=4"]
+ARMS = {"grpo": GRPO, "prco": [], "prco_nogate": ["rollout.episode_args.leak_gate=none"]}  # the last: no leak gate
 
 
 def completions(cfg) -> int:
@@ -47,7 +49,7 @@ def run_arm(name: str, seed: int, steps: int, warm: Path, work: Path, extra: lis
     t0 = time.perf_counter()
     summary = train(cfg)
     wall = time.perf_counter() - t0
-    other = GRPO[:2] if name == "prco" else []  # the other arm's way of answering (prco: the config's own)
+    other = GRPO[:2] if name.startswith("prco") else []  # the other arm's way of answering (prco: the config's own)
     cross = run_eval(load_config(CONFIG, [*over[:3], "verifier_workers=0", *other]), str(work / f"{name}_s{seed}" / "model"))
     return {"arm": name, "seed": seed, "steps": steps, "completions": completions(cfg),
             "before": summary["eval_before"]["accuracy"], "after": summary["eval_after"]["accuracy"],
@@ -60,6 +62,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--work", default="/tmp/bench_prco")
     ap.add_argument("--out", default="benchmarks/results/prco.json")
+    ap.add_argument("--arms", default="grpo,prco", help=f"some of {', '.join(ARMS)}")
     ap.add_argument("--table", default=None)
     a = ap.parse_args()
     if a.table:
@@ -67,19 +70,21 @@ def main() -> None:
         return
     seeds = [int(s) for s in a.seeds.split(",")]
     out = Path(a.out)
-    runs = [r for r in json.loads(out.read_text())["runs"] if r["seed"] not in seeds] if out.exists() else []
-    for seed in seeds:  # other seeds' runs already in --out are kept
+    arms = a.arms.split(",")
+    old = json.loads(out.read_text())["runs"] if out.exists() else []
+    runs = [r for r in old if r["seed"] not in seeds or r["arm"] not in arms]  # other runs in --out are kept
+    for seed in seeds:
         work = Path(a.work) / f"s{seed}"
         warm = warm_start_dir(work, seed, CONFIG)
-        runs.append(run_arm("grpo", seed, a.steps, warm, work, GRPO))
-        runs.append(run_arm("prco", seed, a.steps, warm, work, []))
-        out.write_text(json.dumps({"config": CONFIG, "grpo_overrides": GRPO, "runs": runs}, indent=1))
+        for arm in arms:
+            runs.append(run_arm(arm, seed, a.steps, warm, work, ARMS[arm]))
+            out.write_text(json.dumps({"config": CONFIG, "arms": ARMS, "runs": runs}, indent=1))
     print(render(runs))
 
 
 def render(runs: list[dict]) -> str:
     rows = list(runs)
-    for arm in ("grpo", "prco"):
+    for arm in ARMS:
         mine = [r for r in runs if r["arm"] == arm]
         if mine:
             rows.append({"arm": arm, "seed": "mean", **{k: statistics.mean(r[k] for r in mine) for k in
