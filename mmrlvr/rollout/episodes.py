@@ -94,10 +94,8 @@ def register_episode(name: str, first_role: str = "policy", phase: Callable[[int
 def episode_prompts(rollout_cfg, prompts: list[Sample]) -> list[Sample]:
     """The prompts the first turn answers: the episode's `prompt` hook applied (unchanged without one)."""
     ep = episode_for(getattr(rollout_cfg, "episode", "single"))
-    if ep.prompt is None:
-        return prompts
     args = dict(getattr(rollout_cfg, "episode_args", None) or {})
-    return [ep.prompt(p, args) for p in prompts]
+    return prompts if ep.prompt is None else [ep.prompt(p, args) for p in prompts]
 
 
 EPISODES.register("single")(Episode(None))
