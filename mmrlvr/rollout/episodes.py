@@ -70,7 +70,7 @@ class Episode:
     first_role: str = "policy"
     phase: Callable[[int], str] | None = None  # step -> phase name, for episodes that alternate
     shared_first: tuple = ()  # phases whose first turn is one response per prompt, shared by its G episodes
-    args: tuple = ()  # the names rollout.episode_args may set (text values)
+    args: tuple = ()  # the names rollout.episode_args may set (text or number values)
     prompt: Callable | None = None  # (sample, args) -> the sample the first turn answers (a role's own prompt)
     evaluate: Callable | None = None  # (engine, prompts, k, rollout_cfg, seed, **kw) -> output, for evaluation
     check: Callable | None = None  # episode_args -> [(key, value, why)] problems, for validation
