@@ -57,8 +57,10 @@ class RolloutConfig:
     """A registered episode (`mmrlvr.rollout.episodes`): single (one prompt, one completion), tools (the
     policy may call an image tool, `<zoom>[x1, y1, x2, y2]</zoom>`, and sees the crop in its next turn),
     refine (ThinkTwice: steps alternate between solving and refining the policy's own answer), hill
-    (HiLL: the policy writes hints for groups with no correct answer and answers the hinted prompts);
-    multi-turn episodes run on the hf and vllm engines (not vllm_server). Only the policy's own tokens are trained on."""
+    (HiLL: the policy writes hints for groups with no correct answer and answers the hinted prompts), prco
+    (an Observer captions the image, a Solver answers from the caption: two roles of one policy, each with
+    its own reward); multi-turn episodes run on the hf and vllm engines (not vllm_server), hill and prco on
+    hf. Only the policy's own tokens are trained on."""
     max_turns: int = 3
     """Most policy turns per episode (single: always 1)."""
     max_episode_tokens: int | None = None
@@ -74,7 +76,11 @@ class RolloutConfig:
     refine: `instruction` (the review message; null: ThinkTwice's own, verbatim; `{question}` in it is
     replaced by the prompt's question). hill: `num_hints` (4), `transfer_temperature` (0.3), `reward_type`
     (transfer_weighted_non_deg), `min_hard_prompts` (1), `hinter_max_new_tokens` (null: max_new_tokens),
-    `max_hinted_prompt_tokens` (2048), `hinter_template` (null: HiLL's, verbatim), `hint_tags` (true)."""
+    `max_hinted_prompt_tokens` (2048), `hinter_template` (null: HiLL's, verbatim), `hint_tags` (true).
+    prco: `solver_answers` (K Solver answers per caption, default 2), `solver_image_after` (the first RL
+    step whose Solver sees the image, default 0), `leak_gate` (verifier+string, verifier or none),
+    `leak_reward` (a leaking caption's reward, default 0), `observer_template` / `solver_template` (null:
+    the authors', verbatim; ours name {question} and {caption})."""
     vllm_gpu_memory_utilization: float = 0.3
     """vllm: share of each GPU's memory vLLM may take (weights + KV cache); the learner has the rest."""
     vllm_max_model_len: int | None = None

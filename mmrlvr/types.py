@@ -93,10 +93,6 @@ class RolloutBatch:
         """The B prompts' ids, in group order (what prompt sources and per-prompt statistics key on)."""
         return [s.id for s in self.samples]
 
-    def row_groups(self) -> list[int]:
-        """(N,) the group (prompt index) of each row: groups of unequal size are contiguous too."""
-        return [b for b, n in enumerate(self.sizes()) for _ in range(n)]
-
     def row_rewards(self) -> list[float]:
         """(N,) each row's reward, the NaN padding of shorter groups left out."""
         return [float(x) for b, n in enumerate(self.sizes()) for x in self.rewards[b, :n].tolist()]
@@ -106,3 +102,7 @@ class RolloutBatch:
         if self.group_sizes is not None:
             return list(self.group_sizes)
         return [self.rewards.shape[1]] * self.rewards.shape[0]
+
+    def row_groups(self) -> list[tuple[int, int]]:
+        """(group, place in the group) of each of the N rows: where its reward is in `rewards` (B, G)."""
+        return [(b, i) for b, n in enumerate(self.sizes()) for i in range(n)]

@@ -72,6 +72,8 @@ class Episode:
     phase: Callable[[int], str] | None = None  # step -> phase name, for episodes that alternate
     shared_first: tuple = ()  # phases whose first turn is one response per prompt, shared by its G episodes
     args: tuple = ()  # the names rollout.episode_args may set (text or number values)
+    prompt: Callable | None = None  # (sample, args) -> the sample the first turn answers (a role's own prompt)
+    evaluate: Callable | None = None  # (engine, prompts, k, rollout_cfg, seed, **kw) -> output, for evaluation
     check: Callable[[Any], list] | None = None  # cfg -> one line per setting the episode refuses (validation)
 
 
@@ -79,14 +81,22 @@ EPISODES: Registry = Registry("episode")
 
 
 def register_episode(name: str, first_role: str = "policy", phase: Callable[[int], str] | None = None,
-                     shared_first: tuple = (), args: tuple = ()):
-    """`@register_episode("tools")` on a turn function `fn(state: EpisodeState) -> Turn`; `phase`
-    maps the RL step to a phase the turn function reads (`state.phase`); in the phases named by
-    `shared_first` the G episodes of a prompt continue one first response (G refinements of one answer)."""
+                     shared_first: tuple = (), args: tuple = (), **hooks):
+    """`@register_episode("tools")` on a turn function `fn(state: EpisodeState) -> Turn` (or None:
+    one turn); `phase` maps the RL step to a phase the turn function reads (`state.phase`); in the
+    phases named by `shared_first` the G episodes of a prompt continue one first response (G
+    refinements of one answer); `hooks`: Episode's `prompt`, `evaluate`, `check`."""
     def deco(fn):
-        EPISODES.register(name)(Episode(fn, first_role, phase, tuple(shared_first), tuple(args)))
+        EPISODES.register(name)(Episode(fn, first_role, phase, tuple(shared_first), tuple(args), **hooks))
         return fn
     return deco
+
+
+def episode_prompts(rollout_cfg, prompts: list[Sample]) -> list[Sample]:
+    """The prompts the first turn answers: the episode's `prompt` hook applied (unchanged without one)."""
+    ep = episode_for(getattr(rollout_cfg, "episode", "single"))
+    args = dict(getattr(rollout_cfg, "episode_args", None) or {})
+    return prompts if ep.prompt is None else [ep.prompt(p, args) for p in prompts]
 
 
 EPISODES.register("single")(Episode(None))
@@ -98,7 +108,7 @@ def episode_for(name: str) -> Episode:
 
 
 def _load_builtin() -> None:
-    from mmrlvr.rollout import hill, refine, tools  # noqa: F401 - registers `tools`, `refine` and `hill`
+    from mmrlvr.rollout import hill, prco, refine, tools  # noqa: F401 - registers `tools`, `refine`, `hill`, `prco`
 
 
 def call_turn(fn, state: EpisodeState, timeout_s: float) -> Turn:
@@ -167,6 +177,8 @@ def run_episodes(engine, prompts: list[Sample], g: int, rollout_cfg, seed: int, 
     context of the rows still going by the same engine (`continuation.continue_turn`). `step`: the RL step
     (None: evaluation), for episodes whose phase alternates."""
     ep = episode_for(getattr(rollout_cfg, "episode", "single"))
+    if step is None and ep.evaluate is not None:  # an episode that evaluates its own way (prco: observe, then solve)
+        return ep.evaluate(engine, prompts, g, rollout_cfg, seed, **rollout_kw)
     phase = "eval" if step is None else (ep.phase(step) if ep.phase else "")
     if ep.turn is not None and phase in ep.shared_first:
         out = repeat_output(engine.rollout(prompts, 1, rollout_cfg, seed=seed, **rollout_kw), g)

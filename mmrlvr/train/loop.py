@@ -271,16 +271,15 @@ def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
     k // 2 prompts, so both the spread across prompts and within a group are visible."""
     out = run_dir / "samples"
     out.mkdir(exist_ok=True)
-    sizes = batch.sizes()  # groups may differ in size (a hinted or demonstration group)
-    starts = [sum(sizes[:p]) for p in range(len(sizes))]
-    prompts = min(len(sizes), max(1, k // 2))
-    picks = [(p, starts[p] + j) for p in range(prompts) for j in range(min(sizes[p], max(1, k // prompts)))]
-    rewards = batch.row_rewards()
+    where = batch.row_groups()  # groups may differ in size (a strategy's extra groups)
+    prompts = min(max(len(batch.samples), 1), max(1, k // 2))
+    picks = [i for i, (p, j) in enumerate(where) if p < prompts and j < max(1, k // prompts)]
     with open(out / f"step_{step}.jsonl", "w") as f:
-        for p, i in picks:
-            s, verdict = batch.samples[p], batch.verdicts[i]
-            row = {"id": s.id, "prompt": p, "prompt_text": prompt_text(s), "reference": s.reference, "completion": batch.texts[i],
-                   "score": verdict.score, "reason": verdict.reason, "reward": rewards[i]}
+        for i in picks:
+            s, verdict = batch.samples[where[i][0]], batch.verdicts[i]
+            row = {"id": s.id, "prompt": where[i][0], "prompt_text": prompt_text(s), "reference": s.reference,
+                   "completion": batch.texts[i], "score": verdict.score, "reason": verdict.reason,
+                   "reward": batch.rewards[where[i]].item()}
             f.write(json.dumps(row, default=str) + "\n")
 
 

@@ -20,8 +20,10 @@ import torch
 from mmrlvr.algos.advantages import EstimatorContext, estimate, flatten_groups, pad_groups
 from mmrlvr.algos.sampling import GroupCollector, informative_groups, longest_run, overlong_penalty
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
-from mmrlvr.rollout.episodes import episode_metrics, policy_mask_of, role_reward_metrics, run_episodes, with_inserted_media
+from mmrlvr.rollout.episodes import (episode_metrics, episode_prompts, policy_mask_of, role_reward_metrics, run_episodes,
+                                     with_inserted_media)
 from mmrlvr.train.hill import hill_hints
+from mmrlvr.train.prco import solve_captions
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.train.temporal import temporal_contrast
@@ -83,7 +85,18 @@ def drop_flat_groups(rnd: Round, ctx: CollectContext) -> Round:
     return dataclasses.replace(rnd, keep=rnd.keep & informative_groups(rnd.rewards))
 
 
-STRATEGIES: tuple[Callable[[Round, CollectContext], Round], ...] = (temporal_contrast_bonus, hill_hints, drop_flat_groups)
+EPISODE_STRATEGIES: dict[str, Callable] = {"prco": solve_captions, "hill": hill_hints}
+"""An episode's own collect step, by `rollout.episode` (prco: the Solver answers each caption; hill: hints
+for the groups with no correct answer, and the hinted re-rollouts)."""
+
+
+def episode_strategy(rnd: Round, ctx: CollectContext) -> Round:
+    own = EPISODE_STRATEGIES.get(getattr(ctx.cfg.rollout, "episode", "single"))
+    return rnd if own is None else own(rnd, ctx)
+
+
+STRATEGIES: tuple[Callable[[Round, CollectContext], Round], ...] = (temporal_contrast_bonus, episode_strategy,
+                                                                    drop_flat_groups)
 
 
 def local_prompts(b: int, world: int) -> int:
@@ -106,7 +119,7 @@ def round_prompts(stream, need: int, step: int) -> list[Sample]:
 
 
 def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, index: int) -> Round:
-    prompts = round_prompts(stream, need, step)
+    prompts = episode_prompts(cfg.rollout, round_prompts(stream, need, step))  # prco: the Observer's prompts
     policy = getattr(engine, "model", None)
     if policy is not None and not any(p.images or p.videos for p in prompts) and vision_needs_all_ranks(policy, grad=False):
         with torch.no_grad():

@@ -166,7 +166,7 @@ def write_token_roles(run_dir: Path, step: int, batch, adv: torch.Tensor, tw: To
     label and weight (padding excluded), in the format the notebooks read."""
     if not tw.rows or k <= 0:
         return None
-    groups, rewards = batch.row_groups(), batch.row_rewards()  # groups may differ in size
+    where = batch.row_groups()  # groups may differ in size (a strategy's extra groups)
     path = Path(run_dir) / "token_roles" / f"step_{step}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
@@ -176,9 +176,9 @@ def write_token_roles(run_dir: Path, step: int, batch, adv: torch.Tensor, tw: To
             labels = tw.labels[j, :n].tolist() if tw.labels is not None else [PAD] * n
             rec = {
                 "step": step,
-                "sample_id": batch.samples[groups[row]].id,
+                "sample_id": batch.samples[where[row][0]].id,
                 "row": row,
-                "reward": rewards[row],
+                "reward": float(batch.rewards[where[row]]),
                 "advantage": float(adv[row].flatten()[0]),
                 "tokens": [tokenizer.decode([i]) for i in ids],
                 "token_ids": ids,

@@ -64,8 +64,41 @@ def test_token_roles_name_the_right_prompt_and_reward_in_groups_of_unequal_size(
     ids = torch.tensor([[5, 6], [7, 0], [8, 9], [10, 11]])
     batch = RolloutBatch(samples, {}, ids, torch.ones_like(ids), torch.zeros(4, dtype=torch.bool), rewards,
                          ["w", "x", "y", "z"], [Verdict(0.0)] * 4, {}, group_sizes=[3, 1])
-    assert batch.row_groups() == [0, 0, 0, 1] and batch.row_rewards() == [0.25, 0.5, 0.75, 1.0]
+    assert batch.row_groups() == [(0, 0), (0, 1), (0, 2), (1, 0)] and batch.row_rewards() == [0.25, 0.5, 0.75, 1.0]
     tw = TokenWeighting(torch.ones(4, 2), rows=[2, 3])
     write_token_roles(tmp_path, 1, batch, torch.zeros(4, 1), tw, tiny[1].tokenizer, "none", k=2)
     recs = [json.loads(x) for x in (tmp_path / "token_roles" / "step_1.jsonl").read_text().splitlines()]
     assert [(r["sample_id"], r["reward"]) for r in recs] == [("a", 0.75), ("b", 1.0)]
+
+
+def test_samples_and_token_roles_files_find_each_rows_group_when_groups_differ(tmp_path):
+    """Groups of 2, 1 and 3 rows: row 3 is group 2's first (not N // B = 2 rows per group's group 1),
+    its reward rewards[2, 0] (not the NaN padding at rewards.view(-1)[3])."""
+    import json
+
+    from mmrlvr.train.loop import _write_samples
+    from mmrlvr.train.token_roles import TokenWeighting, write_token_roles
+    from mmrlvr.types import RolloutBatch, Sample, Verdict
+
+    nan = float("nan")
+    samples = [Sample(f"p{i}", ({"role": "user", "content": "q"},), reference=i) for i in range(3)]
+    rewards = torch.tensor([[0.1, 0.2, nan], [0.3, nan, nan], [0.4, 0.5, 0.6]])
+    n = 6
+    batch = RolloutBatch(samples, {}, torch.ones(n, 2, dtype=torch.long), torch.ones(n, 2, dtype=torch.long),
+                         torch.zeros(n, dtype=torch.bool), rewards, [f"t{i}" for i in range(n)],
+                         [Verdict(0.0)] * n, {}, group_sizes=[2, 1, 3])
+    assert batch.row_groups() == [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1), (2, 2)]
+    tw = TokenWeighting(torch.ones(n, 2), rows=[3, 5])
+
+    class Tok:
+        def decode(self, ids):
+            return "x"
+
+    path = write_token_roles(tmp_path, 1, batch, torch.zeros(n, 1), tw, Tok(), "none")
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [r["sample_id"] for r in recs] == ["p2", "p2"]
+    assert [r["reward"] for r in recs] == pytest.approx([0.4, 0.6])
+    _write_samples(tmp_path, 1, batch)
+    rows = [json.loads(x) for x in (tmp_path / "samples" / "step_1.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["completion"]) for r in rows] == [("p0", "t0"), ("p0", "t1"), ("p1", "t2"), ("p2", "t3"), ("p2", "t4")]
+    assert [r["reward"] for r in rows] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
