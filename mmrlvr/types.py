@@ -98,3 +98,8 @@ class RolloutBatch:
         if self.group_sizes is not None:
             return list(self.group_sizes)
         return [self.rewards.shape[1]] * self.rewards.shape[0]
+
+    def row_groups(self) -> list[tuple[int, int]]:
+        """(prompt b, place j in its group) of each of the N rows, groups contiguous: row i's
+        sample is samples[b] and its reward rewards[b, j], whatever the groups' sizes."""
+        return [(b, j) for b, n in enumerate(self.sizes()) for j in range(n)]

@@ -270,19 +270,21 @@ def _generate_ahead(cfg: Config, engine, source, step: int) -> None:
 
 
 def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
-    """A few completions with their verdicts, for a person to read: two from each of the first
-    k // 2 prompts, so both the spread across prompts and within a group are visible."""
+    """A few completions with their verdicts, for a person to read: up to k // (prompts) from each
+    of the first k // 2 prompts, so both the spread across prompts and within a group are visible.
+    Groups may differ in size (hints, pruning, episodes): rows are found by `row_groups`."""
     out = run_dir / "samples"
     out.mkdir(exist_ok=True)
-    b = max(len(batch.samples), 1)
-    g = len(batch.texts) // b
-    prompts = min(b, max(1, k // 2))
-    picks = [p * g + j for p in range(prompts) for j in range(min(g, max(1, k // prompts)))]
+    prompts = min(len(batch.samples), max(1, k // 2))
+    per = max(1, k // max(prompts, 1))
+    where = batch.row_groups()
     with open(out / f"step_{step}.jsonl", "w") as f:
-        for i in picks:
-            s, verdict = batch.samples[i // g], batch.verdicts[i]
-            row = {"id": s.id, "prompt": i // g, "prompt_text": prompt_text(s), "reference": s.reference, "completion": batch.texts[i],
-                   "score": verdict.score, "reason": verdict.reason, "reward": batch.rewards.view(-1)[i].item()}
+        for i, (b, j) in enumerate(where):
+            if b >= prompts or j >= per:
+                continue
+            s, verdict = batch.samples[b], batch.verdicts[i]
+            row = {"id": s.id, "prompt": b, "prompt_text": prompt_text(s), "reference": s.reference, "completion": batch.texts[i],
+                   "score": verdict.score, "reason": verdict.reason, "reward": batch.rewards[b, j].item()}
             f.write(json.dumps(row, default=str) + "\n")
 
 
