@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from mmrlvr.config import LR_SCHEDULES as SCHEDULES, Config, ConfigError
+from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import model_path_problem
 from mmrlvr.validate_bounds import check_bounds
 from mmrlvr.validate_task import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
@@ -384,9 +385,7 @@ def _check_limits(cfg: Config) -> Iterable[str]:
     frac = cfg.task.args.get("max_bad_frac")
     if frac is not None and not (_num(frac) and 0 <= frac <= 1):
         yield _line("task.args.max_bad_frac", frac, "a fraction in [0, 1]")
-    from mmrlvr.data.bad_rows import conflicting_settings  # the old names and task.max_bad_frac are one limit
-
-    yield from filter(None, [conflicting_settings(cfg.task)])
+    yield from filter(None, [conflicting_settings(cfg.task)])  # the old names and task.max_bad_frac are one limit
 
 
 CHECKS: list[Callable[[Config], Iterable[str]]] = [

@@ -36,8 +36,7 @@ class BadRow(ValueError):
 
 
 class TaskSamples(list):
-    """The samples of a task split, plus the rows that were skipped (`[{"row", "reason"}]`) and
-    what the one bad-row limit needs of the whole file."""
+    """A task split's samples, its skipped rows (`[{"row", "reason"}]`) and its file's bad-row count."""
 
     def __init__(self, samples: Iterable[Sample] = (), skipped: Sequence[dict] = (), source: str = "",
                  rows: int | None = None, bad: Sequence[dict] = (), max_bad_frac: float | None = None):
