@@ -10,6 +10,7 @@ max(1%, one row) of 8 rows = 1 row: 2 bad rows stop the run.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import datasets
 import pytest
@@ -32,20 +33,25 @@ def _png(color) -> bytes:
     return buf.getvalue()
 
 
-@pytest.fixture(scope="module")
-def parquet(tmp_path_factory) -> str:
-    rows = [{"images": [{"bytes": BROKEN if i == 2 else _png((30 * i, 0, 0)), "path": None}],
-             "problem": f"<image>How many? ({i})", "answer": None if i == 5 else str(i)} for i in range(8)]
+def _write(path: Path, bad: bool) -> str:
+    rows = [{"images": [{"bytes": BROKEN if bad and i == 2 else _png((30 * i, 0, 0)), "path": None}],
+             "problem": f"<image>How many? ({i})", "answer": None if bad and i == 5 else str(i)} for i in range(8)]
     feats = datasets.Features({"images": datasets.List(datasets.Image()), "problem": datasets.Value("string"),
                                "answer": datasets.Value("string")})
-    path = tmp_path_factory.mktemp("bad") / "geo.parquet"
     datasets.Dataset.from_list(rows, features=feats).to_parquet(str(path))
     return str(path)
 
 
-def _cfg(parquet: str, tmp_path, *more: str):
-    """The tiny model evaluated on the file with the geometry task (question, answer, image)."""
-    args = {"data": parquet, "eval_data": parquet, "cache_dir": str(tmp_path / "cache")}
+@pytest.fixture(scope="module")
+def parquet(tmp_path_factory) -> str:
+    return _write(tmp_path_factory.mktemp("bad") / "geo.parquet", bad=True)
+
+
+def _cfg(parquet: str, tmp_path, *more: str, eval_data: str | None = None):
+    """The tiny model on the file with the geometry task (question, answer, image); evaluated on
+    the same file unless `eval_data` names another."""
+    args = {"data": parquet, "eval_data": eval_data or parquet, "cache_dir": str(tmp_path / "cache")}
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "eval.yaml"
     path.write_text(yaml.safe_dump({"model": {"path": "tiny"}, "output_dir": str(tmp_path / "run"), "threads": 1,
                                     "task": {"name": "geometry", "eval_size": 8, "args": args},
@@ -109,3 +115,27 @@ def test_old_and_new_names_that_disagree_are_one_line(parquet, tmp_path):
     with pytest.raises(ConfigError, match=r"task.max_bad_frac=0.25, task.max_bad_media_frac=0.5 disagree: they are "
                                           r"one limit now; set only task.max_bad_frac"):
         validate_config(_cfg(parquet, tmp_path, "task.max_bad_frac=0.25", "task.max_bad_media_frac=0.5"))
+
+
+def test_train_obeys_the_rule_in_its_eval_and_its_stream(parquet, tmp_path):
+    """Through `train()`: under the default the held-out evaluation before RL stops at the 2 of 8;
+    evaluated on a clean file, the training stream stops at the same 2 of 8 when it draws the
+    image; with task.max_bad_frac=0.25 one step draws all 7 loaded rows, drops the undecodable one
+    (data/bad_media 1) and trains on 6."""
+    import json
+
+    from mmrlvr.train.loop import train
+
+    small = ["train.steps=1", "warm_start.steps=0", "rollout.prompts_per_step=7", "rollout.group_size=2",
+             "train.save_every=0", "train.log_every=1"]
+    with pytest.raises(DataError, match=r"geo.parquet: 2 of 8 rows are bad \(1 at load, 1 with media .*; first: "
+                                        r"row 5: answer is missing; row 2: MediaError: "):
+        train(_cfg(parquet, tmp_path / "a", *small))  # the eval before RL
+    clean = _write(tmp_path / "clean.parquet", bad=False)
+    with pytest.raises(BadMediaError, match=r"geo.parquet: 2 of 8 rows are bad \(1 at load, 1 with media .*; first: "
+                                            r"row 5: answer is missing; geo.parquet:2: "):
+        train(_cfg(parquet, tmp_path / "b", *small, eval_data=clean))  # the first step's prompts
+    train(_cfg(parquet, tmp_path / "c", *small, "task.max_bad_frac=0.25"))
+    rows = [json.loads(x) for x in (tmp_path / "c" / "run" / "metrics.jsonl").read_text().splitlines()]
+    step = [r for r in rows if "data/bad_media" in r]
+    assert len(step) == 1 and step[0]["data/bad_media"] == 1.0
