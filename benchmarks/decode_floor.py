@@ -37,7 +37,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median_after_warmup, shape_ab_main  # noqa: E402
+from common import median_after_warmup  # noqa: E402
+from shape_ab import shape_ab_main  # noqa: E402
 
 ARMS = ("generate", "ops_cat", "ops_inplace")
 

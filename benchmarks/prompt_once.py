@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median_after_warmup, shape_ab_main  # noqa: E402
+from common import median_after_warmup  # noqa: E402
+from shape_ab import shape_ab_main  # noqa: E402
 from vs_trl import SHAPES  # noqa: E402
 from vs_trl_arms import _samples, load_bench_config, prompts  # noqa: E402
 

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import rollout_ab, run_shapes, shape_ab_args  # noqa: E402
+from shape_ab import rollout_ab, run_shapes, shape_ab_args  # noqa: E402
 
 DEFAULT = "G8_tok32_px112,cot_G8_tok128_px112,vocab151k_P2_G8_tok32_px112"
 DRAW_SHAPES = [(64, 606), (128, 606), (16, 151_936), (64, 151_936)]

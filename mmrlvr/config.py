@@ -71,9 +71,10 @@ class TaskConfig:
     """Held-out prompts, never overlapping training."""
     args: dict = field(default_factory=dict)
     """Task-specific options, passed to the task's build function; `mmrlvr tasks` lists each task's, with defaults and column keys."""
-    max_bad_media_frac: float = 0.01
-    """Samples whose image/video fails to decode are dropped and counted (data/bad_media); the run
-    stops when more than max(1, this fraction of the samples seen) have failed."""
+    max_bad_frac: float | None = None
+    """Rows the run may skip, as a fraction of the data file's rows: rows that fail at load (a missing answer, a malformed cell) and rows whose image or video fails to decode count together, in training and in evaluation; past it the run stops naming them. Unset: 1% of the rows, at least one row."""
+    max_bad_media_frac: float | None = None
+    """Deprecated: use task.max_bad_frac (decode failures no longer have a limit of their own)."""
 
 
 @dataclass

@@ -18,16 +18,7 @@ from typing import Any
 
 import yaml
 
-from mmrlvr.config_limits import short
-
-
-class ConfigError(ValueError):
-    """A config file or override that does not fit the schema. `key`: the dotted key at fault
-    (None when no single key is), so a caller can say which override set it."""
-
-    def __init__(self, message: str, key: str | None = None):
-        super().__init__(message)
-        self.key = key
+from mmrlvr.config_limits import ConfigError, short  # noqa: F401 - ConfigError re-exported
 
 
 def _parse_value(text: str) -> Any:

@@ -1,13 +1,24 @@
-"""Bounds on what a config may hold, and short value text for error lines.
+"""Bounds on what a config may hold, short value text for error lines, and the error they raise.
 
 A YAML alias bomb is a few hundred bytes that expand to billions of values when the config is
 copied (`dataclasses.asdict`), saved or printed; `check_expanded_size` counts values (shared
 nodes once per use) and stops at the bound, and `short` prints a value cut to a line.
+`ConfigError` lives here, the leaf every config module imports, so none needs another back.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the schema. `key`: the dotted key at fault
+    (None when no single key is), so a caller can say which override set it."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
 
 MAX_CONFIG_VALUES = 100_000
 """Values a config may hold once YAML aliases are expanded: a 474-byte alias bomb ("billion
@@ -33,8 +44,6 @@ def check_expanded_size(raw: Any, where: str, limit: int = MAX_CONFIG_VALUES) ->
         node = stack.pop()
         count += 1
         if count > limit:
-            from mmrlvr.config import ConfigError
-
             raise ConfigError(f"{where}: holds more than {limit} values once YAML aliases are expanded "
                               "(an alias bomb?); write the values out or use fewer aliases")
         if isinstance(node, dict):

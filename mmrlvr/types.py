@@ -104,5 +104,6 @@ class RolloutBatch:
         return [self.rewards.shape[1]] * self.rewards.shape[0]
 
     def row_groups(self) -> list[tuple[int, int]]:
-        """(group, place in the group) of each of the N rows: where its reward is in `rewards` (B, G)."""
-        return [(b, i) for b, n in enumerate(self.sizes()) for i in range(n)]
+        """(prompt b, place j in its group) of each of the N rows, groups contiguous: row i's
+        sample is samples[b] and its reward rewards[b, j], whatever the groups' sizes."""
+        return [(b, j) for b, n in enumerate(self.sizes()) for j in range(n)]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from mmrlvr.config import LR_SCHEDULES as SCHEDULES, Config, ConfigError
+from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import model_path_problem
 from mmrlvr.validate_bounds import check_bounds
 from mmrlvr.validate_task import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
@@ -53,7 +54,8 @@ RULES: list[Rule] = [
          "a number in [0, 1) (an answer score above it counts as correct)"),
     Rule("task.train_size", at_least(1), "an integer >= 1"),
     Rule("task.eval_size", at_least(1), "an integer >= 1"),
-    Rule("task.max_bad_media_frac", lambda v: _num(v) and 0 <= v <= 1, "a fraction in [0, 1]"),
+    Rule("task.max_bad_frac", lambda v: v is None or (_num(v) and 0 <= v <= 1), "a fraction in [0, 1]"),
+    Rule("task.max_bad_media_frac", lambda v: v is None or (_num(v) and 0 <= v <= 1), "a fraction in [0, 1]"),
     Rule("warm_start.steps", at_least(0), "an integer >= 0 (0: no warm start)"),
     Rule("warm_start.lr", above(0), "a finite number > 0"),
     Rule("warm_start.batch_size", at_least(1), "an integer >= 1"),
@@ -375,6 +377,7 @@ def _check_limits(cfg: Config) -> Iterable[str]:
     frac = cfg.task.args.get("max_bad_frac")
     if frac is not None and not (_num(frac) and 0 <= frac <= 1):
         yield _line("task.args.max_bad_frac", frac, "a fraction in [0, 1]")
+    yield from filter(None, [conflicting_settings(cfg.task)])  # the old names and task.max_bad_frac are one limit
 
 
 CHECKS: list[Callable[[Config], Iterable[str]]] = [

@@ -48,7 +48,15 @@ def temporal_contrast_cancels(cfg: Config) -> str | None:
             "algo.advantage=dr_grpo (as configs/video_motion_contrast_tiny.yaml does) or turn temporal_contrast off")
 
 
-NOTES = (temporal_contrast_cancels,)
+def old_bad_row_names(cfg: Config) -> str | None:
+    """The deprecation line of `task.max_bad_media_frac` / `task.args.max_bad_frac` (both still set
+    the one bad-row limit, `mmrlvr.data.bad_rows`)."""
+    from mmrlvr.data.bad_rows import max_bad_frac_setting
+
+    return "; ".join(max_bad_frac_setting(cfg.task)[1]) or None
+
+
+NOTES = (temporal_contrast_cancels, old_bad_row_names)
 
 
 def config_warnings(cfg: Config) -> Iterable[str]:

@@ -3,8 +3,9 @@
 `MediaStream` wraps the loop's prompt stream. `take(n)` returns the next n samples as decoded
 copies (PIL images in `images`, frames in `videos`), decoded in a background thread while the
 previous step generates. A sample whose image or video cannot be decoded is named (id and file)
-in a warning, dropped from the batch and counted (`data/bad_media` in the metrics); the run stops
-with `BadMediaError` only when more than `max(1, max_bad_frac * samples seen)` were bad.
+in a warning, dropped from the batch and counted (`data/bad_media` in the metrics). Each such row
+counts once, together with the rows its file lost at load, against `task.max_bad_frac` of the
+file's rows (`mmrlvr.data.bad_rows`); past it the run stops with `BadMediaError` naming them.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Sequence
 
+from mmrlvr.data.bad_rows import BadRows
+from mmrlvr.data.io import DataError
 from mmrlvr.data.media import MediaError, decode_video, load_image
 from mmrlvr.types import Sample
 
 log = logging.getLogger("mmrlvr.data")
 
 
-class BadMediaError(RuntimeError):
-    """Too many samples had media that could not be decoded; the message says how many and which."""
+class BadMediaError(DataError):
+    """Too many rows were bad, the last of them for media that could not be decoded; the message
+    says how many at load and at decode, and which."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +76,15 @@ class MediaStream:
     of samples dropped since the last call (the step's `data/bad_media`).
     """
 
-    def __init__(self, stream, max_bad_frac: float = 0.01, prefetch: bool = True, processor=None):
+    def __init__(self, stream, max_bad_frac: float | None = None, prefetch: bool = True, processor=None,
+                 bad_rows: BadRows | None = None):
         from mmrlvr.data.collate import video_limits
 
-        self.stream, self.max_bad_frac = stream, float(max_bad_frac)
+        self.stream = stream
+        # the count the loader began (`BadRows.of(train_set)`), else the source's own samples
+        self.bad_rows = bad_rows or BadRows.of(getattr(stream, "samples", ()), max_bad_frac)
         self.video_limits = video_limits(processor) if processor is not None else {}
-        self.seen = self.bad_total = self._bad_since = 0
-        self.first_bad: list[str] = []
+        self._bad_since = 0
         self._dropped: list[str] = []  # ids dropped for bad media, fed back as unscored next time
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="mmrlvr-media") if prefetch else None
         self._ahead: tuple[int, int, int, Future] | None = None  # (pos, n, step, decoding of those samples)
@@ -134,19 +140,14 @@ class MediaStream:
         return good
 
     def _count(self, n: int, bad: list[tuple[Sample, str]]) -> None:
-        self.seen += n
         for s, reason in bad:
             self._dropped.append(s.id)
             log.warning("bad media in sample %s, dropped from the batch: %s", s.id, reason)
-            if len(self.first_bad) < 5:
-                self.first_bad.append(f"{s.id}: {reason}")
-        self.bad_total += len(bad)
+            try:
+                self.bad_rows.add(s.id, f"{s.id}: {reason}")
+            except DataError as exc:
+                raise BadMediaError(str(exc)) from None
         self._bad_since += len(bad)
-        if self.bad_total > max(1.0, self.max_bad_frac * self.seen):
-            raise BadMediaError(
-                f"{self.bad_total} of {self.seen} samples had media that could not be decoded "
-                f"(more than task.max_bad_media_frac={self.max_bad_frac:g}); first: {'; '.join(self.first_bad)}"
-            )
 
     def pop_bad(self) -> int:
         out, self._bad_since = self._bad_since, 0

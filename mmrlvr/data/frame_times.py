@@ -3,15 +3,59 @@
 A variable-frame-rate clip (phone recordings, screen captures) has frames at uneven times, so a
 frame index divided by the average rate misplaces frames by seconds. `_probe` reads every frame's
 presentation time from the packet timestamps (no decoding) and `sample_indices_by_time` picks
-frames by those times. Used by `mmrlvr.data.video.load_video`.
+frames by those times. The frame-count rule (`frame_count`, DEFAULT_FPS, even counts) lives here too,
+shared by constant- and variable-rate sampling. Used by `mmrlvr.data.video.load_video`.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 IMAGE_FORMATS = ("image2", "png_pipe", "jpeg_pipe", "bmp_pipe", "webp_pipe", "tiff_pipe", "j2k_pipe", "qoi_pipe")
 """Containers that hold a still image: a PNG renamed .mp4 is not a 1-frame video."""
+
+
+FRAME_FACTOR = 2
+"""Qwen-VL's temporal patch: frames are merged in pairs, so a sampled count is rounded to even."""
+DEFAULT_FPS = 2.0
+"""Sampling rate when neither `nframes` nor `fps` is given (qwen-vl-utils' default)."""
+
+
+MAX_SAMPLED_FRAMES = 4096
+"""More sampled frames than this are refused (a decoder asked for 10**7 frames aborts the process)."""
+
+
+def _even(n: float, up: bool) -> int:
+    k = math.ceil(n / FRAME_FACTOR) if up else math.floor(n / FRAME_FACTOR)
+    return max(FRAME_FACTOR, k * FRAME_FACTOR)
+
+
+def frame_count(nframes: int | None, fps: float | None, seconds: float, span: int, max_frames: int | None) -> int:
+    """How many frames to sample from `span` frames lasting `seconds`: `nframes` rounded up to even,
+    else `fps` (default DEFAULT_FPS) over the range rounded down to even, capped by `max_frames`.
+    One rule for constant- and variable-rate clips."""
+    if nframes is not None:
+        if nframes < 1:
+            raise ValueError(f"nframes must be >= 1, got {nframes}")
+        n = _even(nframes, up=True)
+    else:
+        rate = DEFAULT_FPS if fps is None else fps
+        if not rate > 0:
+            raise ValueError(f"fps must be > 0, got {fps}")
+        n = _even(min(seconds * rate, span), up=False)
+    return _cap(n, max_frames)
+
+
+def _cap(n: int, max_frames: int | None) -> int:
+    if max_frames is not None:
+        if max_frames < 1:
+            raise ValueError(f"max_frames must be >= 1, got {max_frames}")
+        n = min(n, _even(max_frames, up=False))
+    if n > MAX_SAMPLED_FRAMES:
+        raise ValueError(f"{n} frames to sample is more than {MAX_SAMPLED_FRAMES}; set max_frames")
+    return n
 
 
 def _probe(path: str) -> dict | None:
@@ -63,8 +107,6 @@ def sample_indices_by_time(
     seconds for `fps`). The sampled fps is `n / span * video_fps` as for a constant rate, so the
     processor's temporal position ids see the same average spacing.
     """
-    from mmrlvr.data.video import frame_count  # the same count rule as a constant rate
-
     if nframes is not None and fps is not None:
         raise ValueError("give nframes or fps, not both")
     t = np.asarray(times, dtype=float)

@@ -36,12 +36,13 @@ class BadRow(ValueError):
 
 
 class TaskSamples(list):
-    """The samples of a task split, plus the rows that were skipped (`[{"row", "reason"}]`)."""
+    """A task split's samples, its skipped rows (`[{"row", "reason"}]`) and its file's bad-row count."""
 
-    def __init__(self, samples: Iterable[Sample] = (), skipped: Sequence[dict] = (), source: str = ""):
+    def __init__(self, samples: Iterable[Sample] = (), skipped: Sequence[dict] = (), source: str = "",
+                 rows: int | None = None, bad: Sequence[dict] = (), max_bad_frac: float | None = None):
         super().__init__(samples)
-        self.skipped = list(skipped)
-        self.source = source
+        self.skipped, self.source = list(skipped), source  # this split's bad rows
+        self.rows, self.bad, self.max_bad_frac = rows, list(bad), max_bad_frac  # the whole file's (bad_rows.py)
 
 
 @dataclass
@@ -382,7 +383,7 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
     if not kept:
         raise DataError(f"{source}: this split has no usable rows ({len(positions)} selected, "
                         f"{len(skipped)} of them bad)" + ("; holdout_frac=0 holds out none" if not positions else ""))
-    return TaskSamples(kept, skipped, source)
+    return TaskSamples(kept, skipped, source, rows=n, bad=bad, max_bad_frac=max_bad_frac)
 
 
 def split_positions(n: int, split: str, size: int | None, seed: int, eval_data: bool,

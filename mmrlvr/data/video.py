@@ -19,28 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from mmrlvr.data.frame_times import IMAGE_FORMATS, _duration, _probe, is_variable_rate, sample_indices_by_time
+from mmrlvr.data.frame_times import (  # noqa: F401 - the count rule is re-exported from here
+    DEFAULT_FPS, FRAME_FACTOR, IMAGE_FORMATS, MAX_SAMPLED_FRAMES, _cap, _duration, _even, _probe, frame_count,
+    is_variable_rate, sample_indices_by_time)
 from mmrlvr.data.media_error import MediaError
 
 VIDEO_BACKENDS: tuple[str, ...] = ("decord", "pyav", "opencv")
 """Tried in this order; a backend that fails to open or decode a file hands it to the next."""
-FRAME_FACTOR = 2
-"""Qwen-VL's temporal patch: frames are merged in pairs, so a sampled count is rounded to even."""
-DEFAULT_FPS = 2.0
-"""Sampling rate when neither `nframes` nor `fps` is given (qwen-vl-utils' default)."""
-
-
-MAX_SAMPLED_FRAMES = 4096
-"""More sampled frames than this are refused (a decoder asked for 10**7 frames aborts the process)."""
-
-
 class _Truncated(Exception):
     """The container declares more frames than can be decoded: never sampled from silently."""
-
-
-def _even(n: float, up: bool) -> int:
-    k = math.ceil(n / FRAME_FACTOR) if up else math.floor(n / FRAME_FACTOR)
-    return max(FRAME_FACTOR, k * FRAME_FACTOR)
 
 
 def sample_indices(
@@ -68,32 +55,6 @@ def sample_indices(
     n = frame_count(nframes, fps, span / video_fps, span, max_frames)
     idx = np.linspace(first, last, n).round().astype(int).tolist()
     return idx, n / span * video_fps, span
-
-
-def frame_count(nframes: int | None, fps: float | None, seconds: float, span: int, max_frames: int | None) -> int:
-    """How many frames to sample from `span` frames lasting `seconds`: `nframes` rounded up to even,
-    else `fps` (default DEFAULT_FPS) over the range rounded down to even, capped by `max_frames`.
-    One rule for constant- and variable-rate clips."""
-    if nframes is not None:
-        if nframes < 1:
-            raise ValueError(f"nframes must be >= 1, got {nframes}")
-        n = _even(nframes, up=True)
-    else:
-        rate = DEFAULT_FPS if fps is None else fps
-        if not rate > 0:
-            raise ValueError(f"fps must be > 0, got {fps}")
-        n = _even(min(seconds * rate, span), up=False)
-    return _cap(n, max_frames)
-
-
-def _cap(n: int, max_frames: int | None) -> int:
-    if max_frames is not None:
-        if max_frames < 1:
-            raise ValueError(f"max_frames must be >= 1, got {max_frames}")
-        n = min(n, _even(max_frames, up=False))
-    if n > MAX_SAMPLED_FRAMES:
-        raise ValueError(f"{n} frames to sample is more than {MAX_SAMPLED_FRAMES}; set max_frames")
-    return n
 
 
 def fit_pixels(height: int, width: int, max_pixels: int | None) -> tuple[int, int]:

@@ -70,8 +70,8 @@ import torch.nn.functional as F
 from mmrlvr.data.collate import encode_prompts, pad_right, select_rows
 from mmrlvr.models.adapters import model_adapter
 from mmrlvr.models.wrapping import base_model
-from mmrlvr.rollout.hf import (RolloutOutput, SampledLogprobs, generate_calls, sampling_config, synced_generation,
-                               trim_at_stop)
+from mmrlvr.rollout.base import RolloutOutput
+from mmrlvr.rollout.generation import SampledLogprobs, generate_calls, sampling_config, synced_generation, trim_at_stop
 from mmrlvr.rollout.prefill import cache_kwarg
 from mmrlvr.rollout.sampler import InverseCdfSampler
 from mmrlvr.types import Completion, Sample

@@ -24,7 +24,8 @@ import urllib.parse
 from typing import Sequence
 
 from mmrlvr.data.collate import prompt_texts
-from mmrlvr.rollout.hf import RolloutOutput, stop_token_ids, vision_token_ids
+from mmrlvr.rollout.base import RolloutOutput
+from mmrlvr.rollout.generation import stop_token_ids, vision_token_ids
 from mmrlvr.rollout.server_http import RolloutServerError, call
 from mmrlvr.rollout.server_wire import decode_outputs, encode_request
 from mmrlvr.rollout import weight_channel

@@ -23,7 +23,8 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import prompt_texts
-from mmrlvr.rollout.hf import RolloutOutput, checkpoint_generation_config, stop_token_ids, vision_token_ids
+from mmrlvr.rollout.base import RolloutOutput
+from mmrlvr.rollout.generation import checkpoint_generation_config, stop_token_ids, vision_token_ids
 from mmrlvr.rollout.vllm_inputs import (
     SampledText, allowed_token_ids, continuation_request, model_vocab_size, placeholder_ids, processor_kwargs,
     request_seeds, resolve_max_model_len, rollout_output, sampling_fields, vllm_request,

@@ -213,7 +213,7 @@ def rollout_output(processor, samples: Sequence[Sample], raw: Sequence[Sequence[
                    return_logprobs: bool):
     """vLLM's per-request completions -> the engines' `RolloutOutput`: N = B*G completions, groups
     contiguous, ids right padded; `return_logprobs`: (N, T) float32 sampler log-probs, 0 on padding."""
-    from mmrlvr.rollout.hf import RolloutOutput
+    from mmrlvr.rollout.base import RolloutOutput
 
     completions, logprobs = [], []
     for i, outs in enumerate(raw):

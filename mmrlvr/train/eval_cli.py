@@ -6,17 +6,19 @@ embedded default, untrained). It is scored with the same terms as the training-t
 
 from __future__ import annotations
 
-from mmrlvr.data.heldout import small_split_note
-
 import json
+import sys
 from pathlib import Path
 
 from mmrlvr.config import Config
+from mmrlvr.data.bad_rows import max_bad_frac_setting
+from mmrlvr.data.heldout import small_split_note
 from mmrlvr.models.load import checkpoint_path, load_checkpoint
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.evaluate import eval_terms, evaluate
 from mmrlvr.train.setup import set_threads_and_seed, task_args
 from mmrlvr.validate import check_sample_verifiers, validate_config
+from mmrlvr.validate_notes import config_warnings
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
 
@@ -24,6 +26,8 @@ from mmrlvr.tasks import load_task
 def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1) -> dict:
     """Evaluate `checkpoint` on the task's split; the report's fields are listed in docs/how-to/evaluation.md."""
     validate_config(cfg)
+    for note in config_warnings(cfg):  # valid, but deprecated or not doing what it looks like
+        print(f"mmrlvr: warning: {note}", file=sys.stderr)
     checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading
     accelerator = set_threads_and_seed(cfg)
     size = cfg.task.eval_size if split == "eval" else cfg.task.train_size
@@ -38,7 +42,7 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
     try:
         result = evaluate(engine, rows, scorer, cfg.rollout, cfg.eval.batch_size,
                           cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms=terms, k=samples,
-                          seed=cfg.seed)
+                          seed=cfg.seed, max_bad_frac=max_bad_frac_setting(cfg.task)[0])
     finally:
         scorer.close()
     metrics = result.pop("metrics")
@@ -64,6 +68,7 @@ def format_table(report: dict) -> str:
     skip = {"examples", "skipped", "verifiers"}
     rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in report.items() if k not in skip]
     rows.append(("skipped rows", str(len(report.get("skipped", [])))))
+    rows += [(f"  row {b['row']}", b["reason"]) for b in report.get("skipped", [])]  # each with its reason
     rows += [("note", small_split_note(report.get("n")).strip(" ()"))] if small_split_note(report.get("n")) else []
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
+from mmrlvr.data.bad_rows import BadRows
 from mmrlvr.data.prompts import example_fields
 from mmrlvr.rollout.episodes import run_episodes
 from mmrlvr.train.rewards import run_terms
@@ -108,8 +109,9 @@ def summarize(samples: list[Sample], scores: list[dict], parts: list[dict], term
 
 
 def _rollout_rows(engine, chunk: list[Sample], rows: list[int], k: int, sampling, seed: int, greedy: bool,
-                  max_new_tokens, skipped: list) -> tuple[list[Sample], list[str], int]:
-    """Generate for a chunk; if its media cannot be encoded, retry row by row and skip the bad ones."""
+                  max_new_tokens, skipped: list, bad: BadRows) -> tuple[list[Sample], list[str], int]:
+    """Generate for a chunk; if its media cannot be encoded, retry row by row and skip the bad ones
+    (each listed in `skipped` with its reason and counted in `bad`, which stops past the limit)."""
     try:
         out = run_episodes(engine, chunk, k, sampling, seed, greedy=greedy, max_new_tokens=max_new_tokens)
         return chunk, [c.text for c in out.completions], int(out.completion_mask.sum())
@@ -119,9 +121,10 @@ def _rollout_rows(engine, chunk: list[Sample], rows: list[int], k: int, sampling
     kept, texts, length = [], [], 0
     for s, row in zip(chunk, rows):
         try:
-            one, t, n = _rollout_rows(engine, [s], [row], k, sampling, seed, greedy, max_new_tokens, skipped)
-        except BAD_MEDIA as exc:  # a row whose media cannot be read is reported and skipped
+            one, t, n = _rollout_rows(engine, [s], [row], k, sampling, seed, greedy, max_new_tokens, skipped, bad)
+        except BAD_MEDIA as exc:  # a row whose media cannot be read is reported, skipped and counted
             skipped.append({"row": row, "reason": f"{type(exc).__name__}: {exc}"})
+            bad.add(row, f"row {row}: {skipped[-1]['reason']}")
             continue
         kept += one
         texts += t
@@ -131,8 +134,12 @@ def _rollout_rows(engine, chunk: list[Sample], rows: list[int], k: int, sampling
 
 def evaluate(engine, samples: Sequence[Sample], scorer, sampling, batch_size: int = 64,
              max_new_tokens: int | None = None, terms: Sequence[tuple[str, float]] = (),
-             k: int = 1, seed: int = 0) -> dict:
+             k: int = 1, seed: int = 0, max_bad_frac: float | None = None) -> dict:
     """Greedy answers for every row, scored by `terms`; with k > 1 also mean@k and pass@k.
+
+    Rows the loader skipped and rows whose media fail to decode are listed in `skipped` with
+    their reasons, and count together against one limit (`mmrlvr.data.bad_rows`: the samples'
+    own, else `max_bad_frac`): past it evaluation stops with a DataError naming them.
 
     Returns {"n", "accuracy", "metrics": {reward, <headline>, <term>, <term>/<part>},
     "skipped": [{"row", "reason"}], "mean_length", "examples", "mean@k", "pass@k"}; `accuracy` is
@@ -141,11 +148,12 @@ def evaluate(engine, samples: Sequence[Sample], scorer, sampling, batch_size: in
     """
     terms = list(terms)
     skipped = [dict(x) for x in getattr(samples, "skipped", [])]  # rows the loader could not use
+    bad = BadRows.of(samples, max_bad_frac)
     kept, texts, length = [], [], 0
     for start in range(0, len(samples), batch_size):
         chunk = list(samples[start : start + batch_size])
         rows = [s.meta.get("row", start + i) for i, s in enumerate(chunk)]
-        got, t, n = _rollout_rows(engine, chunk, rows, 1, sampling, seed, True, max_new_tokens, skipped)
+        got, t, n = _rollout_rows(engine, chunk, rows, 1, sampling, seed, True, max_new_tokens, skipped, bad)
         kept += got
         texts += t
         length += n

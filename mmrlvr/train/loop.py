@@ -16,6 +16,7 @@ import torch
 from mmrlvr.algos.advantages import EstimatorContext, pad_groups
 from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import Config, ConfigError, save_config
+from mmrlvr.data.bad_rows import BadRows, max_bad_frac_setting
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.prompts import prompt_text
 from mmrlvr.data.demos import DemoSource, DemoStrategy
@@ -72,6 +73,7 @@ def train(cfg: Config) -> dict:
 
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
     args = task_args(cfg)  # one held-out size for both splits
+    bad_limit = max_bad_frac_setting(cfg.task)[0]  # rows bad at load or at decode, one limit
     train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **args)
     eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **args)
     plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config may name code to run
@@ -94,7 +96,8 @@ def train(cfg: Config) -> dict:
     terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
 
     def run_eval() -> dict:
-        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, cfg.eval.max_new_tokens, terms=terms)
+        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, cfg.eval.max_new_tokens, terms=terms,
+                        max_bad_frac=bad_limit)
 
     state = RunState(warm_start=warm)
     if ckpt is not None:
@@ -107,7 +110,7 @@ def train(cfg: Config) -> dict:
         log.log(0, eval_metrics(cfg.task.name, before))
         progress.note(f"held-out {said(before.get('headline', 'accuracy'))} before RL: {state.eval_before['accuracy']:.3f}")
     # batches arrive decoded (a background thread decodes the next one); bad media are dropped
-    source = MediaStream(_train_source(cfg, train_set), cfg.task.max_bad_media_frac, processor=processor)
+    source = MediaStream(_train_source(cfg, train_set), processor=processor, bad_rows=BadRows.of(train_set, bad_limit))
     if state.source:
         source.load_state_dict(state.source)
     if cfg.rollout.async_steps:  # step t+1's prompts are drawn during step t (mmrlvr.rollout.lagged)
@@ -267,19 +270,21 @@ def _generate_ahead(cfg: Config, engine, source, step: int) -> None:
 
 
 def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
-    """A few completions with their verdicts, for a person to read: two from each of the first
-    k // 2 prompts, so both the spread across prompts and within a group are visible."""
+    """A few completions with their verdicts, for a person to read: up to k // (prompts) from each
+    of the first k // 2 prompts, so both the spread across prompts and within a group are visible.
+    Groups may differ in size (hints, pruning, episodes): rows are found by `row_groups`."""
     out = run_dir / "samples"
     out.mkdir(exist_ok=True)
-    where = batch.row_groups()  # groups may differ in size (a strategy's extra groups)
-    prompts = min(max(len(batch.samples), 1), max(1, k // 2))
-    picks = [i for i, (p, j) in enumerate(where) if p < prompts and j < max(1, k // prompts)]
+    prompts = min(len(batch.samples), max(1, k // 2))
+    per = max(1, k // max(prompts, 1))
+    where = batch.row_groups()
     with open(out / f"step_{step}.jsonl", "w") as f:
-        for i in picks:
-            s, verdict = batch.samples[where[i][0]], batch.verdicts[i]
-            row = {"id": s.id, "prompt": where[i][0], "prompt_text": prompt_text(s), "reference": s.reference,
-                   "completion": batch.texts[i], "score": verdict.score, "reason": verdict.reason,
-                   "reward": batch.rewards[where[i]].item()}
+        for i, (b, j) in enumerate(where):
+            if b >= prompts or j >= per:
+                continue
+            s, verdict = batch.samples[b], batch.verdicts[i]
+            row = {"id": s.id, "prompt": b, "prompt_text": prompt_text(s), "reference": s.reference, "completion": batch.texts[i],
+                   "score": verdict.score, "reason": verdict.reason, "reward": batch.rewards[b, j].item()}
             f.write(json.dumps(row, default=str) + "\n")
 
 

@@ -211,9 +211,11 @@ def task_args(cfg: Config) -> dict:
     their held-out split from the same generator as the training split and exclude it by count
     (a build function with an `eval_size` parameter): one size drives both, so a larger eval set
     can never leak into training. A build function with a `model_type` parameter (grounding) gets
-    the model's `config.model_type`, which picks its coordinate convention."""
+    the model's `config.model_type`, which picks its coordinate convention; one with `max_bad_frac`
+    gets `task.max_bad_frac` (the one bad-row limit, `mmrlvr.data.bad_rows`)."""
     import inspect
 
+    from mmrlvr.data.bad_rows import max_bad_frac_setting
     from mmrlvr.tasks import task_module
 
     args = dict(cfg.task.args)
@@ -230,6 +232,9 @@ def task_args(cfg: Config) -> dict:
                 "the held-out boards excluded from training must be the ones evaluated; set only task.eval_size"
             )
         args["eval_size"] = cfg.task.eval_size
+    frac = max_bad_frac_setting(cfg.task)[0]  # task.max_bad_frac, or an old name for it
+    if frac is not None and "max_bad_frac" in inspect.signature(build).parameters:
+        args["max_bad_frac"] = frac
     if "model_type" in inspect.signature(build).parameters and "model_type" not in args:
         from mmrlvr.tasks import model_type_of  # grounding: the model family's box coordinates
 

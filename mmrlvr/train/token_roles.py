@@ -166,7 +166,7 @@ def write_token_roles(run_dir: Path, step: int, batch, adv: torch.Tensor, tw: To
     label and weight (padding excluded), in the format the notebooks read."""
     if not tw.rows or k <= 0:
         return None
-    where = batch.row_groups()  # groups may differ in size (a strategy's extra groups)
+    where = batch.row_groups()  # (prompt, place in group) per row: groups may differ in size
     path = Path(run_dir) / "token_roles" / f"step_{step}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
@@ -174,11 +174,12 @@ def write_token_roles(run_dir: Path, step: int, batch, adv: torch.Tensor, tw: To
             n = int(batch.completion_mask[row].sum())
             ids = batch.completion_ids[row, :n].tolist()
             labels = tw.labels[j, :n].tolist() if tw.labels is not None else [PAD] * n
+            b, place = where[row]
             rec = {
                 "step": step,
-                "sample_id": batch.samples[where[row][0]].id,
+                "sample_id": batch.samples[b].id,
                 "row": row,
-                "reward": float(batch.rewards[where[row]]),
+                "reward": float(batch.rewards[b, place]),
                 "advantage": float(adv[row].flatten()[0]),
                 "tokens": [tokenizer.decode([i]) for i in ids],
                 "token_ids": ids,

@@ -61,8 +61,10 @@ def test_stream_stops_past_the_fraction(tmp_path):
         for _ in range(5):
             stream.take(4)
     msg = str(err.value)
-    # one bad sample is always tolerated; the second (of at most 16 seen, 0.1 * 16 < 2) stops it
-    assert "2 of" in msg and "max_bad_media_frac=0.1" in msg and ".png" in msg
+    # the limit is 0.1 of the source's 20 rows = 2 rows: the third bad row stops it, whenever drawn
+    assert msg.startswith("the task's samples: 3 of 20 rows are bad (0 at load, 3 with media that fail to decode; "
+                          "more than task.max_bad_frac=0.1); first: s")
+    assert ".png: cannot decode image" in msg
     # with a permissive fraction the same stream runs through all 20 and drops exactly 3
     stream = MediaStream(SeededStream(samples, seed=0), max_bad_frac=0.5, prefetch=True)
     got = [s.id for _ in range(5) for s in stream.take(4)]
@@ -114,3 +116,16 @@ def test_a_prompt_dropped_for_bad_media_leaves_replays_flight(tmp_path):
     assert "s3" not in replay.pass_rate and sorted(replay.queue_order()) == sorted(ids)  # NaN row: no rate
     stream.feedback(1, ids[:0], torch.zeros(0, 2))  # nothing left to add
     stream.close()
+
+
+def test_a_bad_row_drawn_again_counts_once(tmp_path):
+    """Epoch after epoch the same undecodable row is dropped (data/bad_media counts each drop) but
+    it is one bad row of the file: 1 of 3 rows under max_bad_frac=1/3 never stops the run; a second
+    bad row does, at once."""
+    samples = _samples(tmp_path, 3, bad={1})
+    stream = MediaStream(SeededStream(samples, seed=0), max_bad_frac=1 / 3, prefetch=False)
+    got = [s.id for _ in range(6) for s in stream.take(3)]  # 6 epochs
+    assert len(got) == 12 and stream.pop_bad() == 6 and stream.bad_rows.total == 1
+    stream = MediaStream(SeededStream(_samples(tmp_path, 3, bad={1, 2}), seed=0), max_bad_frac=1 / 3, prefetch=False)
+    with pytest.raises(BadMediaError, match=r"2 of 3 rows are bad \(0 at load, 2 with media"):
+        stream.take(3)

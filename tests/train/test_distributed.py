@@ -237,7 +237,7 @@ def test_fsdp_config_on_cpu_is_refused_not_run_as_ddp(tmp_path):
 def test_generation_is_synced_only_for_sharded_parameters_across_ranks(monkeypatch, tiny_dir):
     """FSDP2/ZeRO-3 decoding is a collective per token: generate must step until every rank is done."""
     from mmrlvr.models.load import load_policy
-    from mmrlvr.rollout import hf
+    from mmrlvr.rollout import generation as hf  # synced_generation and _world_size live there
 
     model, _ = load_policy(str(tiny_dir))
     monkeypatch.setattr(hf, "_world_size", lambda: 2)

@@ -119,6 +119,15 @@ def test_differences_cover_lists_and_task_args():
         ("rewards[0].verifier", None, "count")]
 
 
+def test_a_run_saved_with_the_old_bad_media_default_resumes():
+    """Saved before the one bad-row rule: task.max_bad_media_frac 0.01 and no task.max_bad_frac.
+    The limit says when to stop, not what is trained on, so a resume may change it."""
+    saved = {"task": {"name": "counting", "max_bad_media_frac": 0.01, "args": {}}}
+    now = {"task": {"name": "counting", "max_bad_frac": 0.25, "max_bad_media_frac": None, "args": {}}}
+    assert config_differences(saved, now) == []
+    assert config_differences(saved, {"task": {**now["task"], "name": "chart"}}) == [("task.name", "counting", "chart")]
+
+
 def test_a_refused_resume_names_every_changed_key_with_full_values(tmp_path):
     """A long path that differs at its end is printed whole, a mapping inside a list is named to
     its key (never an elided dict), and past eight changes the rest are still named."""
