@@ -27,6 +27,7 @@ class Pending:
     lengths: torch.Tensor  # (K,) survivors' completion lengths
     counts: object  # segmented generation's SegmentCounts
     trusted: bool  # whether the head chose (else the fallback)
+    rows: torch.Tensor | None = None  # (K,) each survivor's row in the unpruned rollout (prompt * M + position)
 
 
 class ArrolPruner:
@@ -60,7 +61,7 @@ class ArrolPruner:
         hidden = torch.stack([seen[r][0] for r in kept]) if kept else torch.zeros(0, 0)
         scores = torch.tensor([seen[r][1] for r in kept], dtype=torch.float32)
         lengths = torch.tensor([len(c.token_ids) for c in seg.output.completions], dtype=torch.long)
-        return seg.output, Pending(hidden, scores, lengths, seg.counts, trusted)
+        return seg.output, Pending(hidden, scores, lengths, seg.counts, trusted, seg.rows)
 
     def learn(self, pending: Pending, rewards: torch.Tensor) -> dict:
         """Label the survivors from their (B, G) verifier rewards, record the head's out-of-sample
