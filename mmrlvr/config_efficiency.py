@@ -86,8 +86,9 @@ class ArrolConfig:
     min_labels: int = 16
     """Labels the window must hold before the head is trusted."""
     eval_weighting: str = "none"
-    """`mmrlvr eval --samples K`: none, or head_vote (answers voted with the head's scores as weights;
-    needs the head saved in the checkpoint as arrol_head.json)."""
+    """`mmrlvr eval --samples K`: none, or head (also report head_best@K, the candidate the quality head
+    scores highest, and head_vote@K, answers voted with the head's scores as weights; the checkpoint must
+    be a checkpoints/step_N directory, whose state.json holds the head)."""
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Iterable
 
 from mmrlvr.validate_rules import Rule, _line, _num, above, at_least, one_of
 
-EVAL_WEIGHTINGS = ("none", "head_vote")
+EVAL_WEIGHTINGS = ("none", "head")
 
 
 def _int_at_least(lo: int):
@@ -33,7 +33,7 @@ ARROL_RULES: list[Rule] = [
     Rule("min_auroc", _share, "a number in [0, 1] (0.5 is chance)"),
     Rule("auroc_window", _int_at_least(1), "an integer >= 1"),
     Rule("min_labels", _int_at_least(1), "an integer >= 1"),
-    Rule("eval_weighting", one_of(*EVAL_WEIGHTINGS), "none or head_vote"),
+    Rule("eval_weighting", one_of(*EVAL_WEIGHTINGS), "none or head"),
 ]
 
 

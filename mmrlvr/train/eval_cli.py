@@ -14,6 +14,7 @@ from pathlib import Path
 from mmrlvr.config import Config
 from mmrlvr.models.load import checkpoint_path, load_checkpoint
 from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.train.arrol_eval import head_at_k, load_head
 from mmrlvr.train.evaluate import eval_terms, evaluate
 from mmrlvr.train.setup import set_threads_and_seed, task_args
 from mmrlvr.validate import check_sample_verifiers, validate_config
@@ -25,6 +26,8 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
     """Evaluate `checkpoint` on the task's split; the report's fields are listed in docs/how-to/evaluation.md."""
     validate_config(cfg)
     checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading
+    weigh = cfg.sample_efficiency.arrol.eval_weighting == "head" and samples > 1
+    head = load_head(checkpoint) if weigh else None  # arrol's quality head, from the checkpoint's run state
     accelerator = set_threads_and_seed(cfg)
     size = cfg.task.eval_size if split == "eval" else cfg.task.train_size
     rows = load_task(cfg.task.name, split, size, cfg.seed, **task_args(cfg))
@@ -39,6 +42,11 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
         result = evaluate(engine, rows, scorer, cfg.rollout, cfg.eval.batch_size,
                           cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms=terms, k=samples,
                           seed=cfg.seed)
+        if head is not None and result["n"]:
+            skipped = {x["row"] for x in result["skipped"]}
+            kept = [s for i, s in enumerate(rows) if s.meta.get("row", i) not in skipped]
+            result.update(head_at_k(engine, head, kept, cfg.rollout, samples, cfg.sample_efficiency.arrol.prefix_tokens,
+                                    cfg.seed, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms, scorer))
     finally:
         scorer.close()
     metrics = result.pop("metrics")

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from mmrlvr.config import load_config
+from mmrlvr.train.eval_cli import run_eval
 from mmrlvr.train.loop import train
 from mmrlvr.validate import config_errors
 
@@ -51,3 +52,7 @@ def test_arrol_run_logs_its_metrics_and_resumes_its_head_exactly(tmp_path):
         assert resumed[3][key] == straight[3][key] or (resumed[3][key] != resumed[3][key]
                                                        and straight[3][key] != straight[3][key]), key
     assert _state(tmp_path / "resumed", 3)["arrol"] == _state(tmp_path / "straight", 3)["arrol"]
+    # `mmrlvr eval --samples 2` weighs the candidates with the head saved in the checkpoint
+    cfg = load_config(ROOT / "configs/arrol_tiny.yaml", [*SMALL, f"{A}.eval_weighting=head"])
+    report = run_eval(cfg, str(tmp_path / "straight" / "checkpoints" / "step_3"), samples=2)
+    assert 0 <= report["head_best@2"] <= 1 and 0 <= report["head_vote@2"] <= 1 and "pass@2" in report
