@@ -84,6 +84,7 @@ METRICS: list[tuple[str, str]] = [
     ("dbb/mean_p", "their mean posterior pass rate"),
     ("demos/frac", "share of completions that are demonstrations"),
     ("arrol/head_auroc", "arrol (`sample_efficiency.arrol`): AUROC of the quality head's prefix scores for the step's first round's survivors against their outcomes, scored before the head learned from them (at the one prefix, `prefix_tokens`; NaN when the survivors are all right or all wrong)"),
+    ("arrol/head_auroc_within", "arrol: the mean AUROC inside each group of survivors that holds both outcomes: how well the head ranks a prompt's own rows, which is all the selection uses (the pooled `arrol/head_auroc` also credits telling easy prompts from hard ones)"),
     ("arrol/head_auroc_window", "arrol: the same AUROC over the newest `auroc_window` out-of-sample survivors: what decides whether the head selects"),
     ("arrol/head_trusted", "arrol: 1 when the head chose the survivors, 0 when the fallback did (its first group_size rows per prompt)"),
     ("arrol/head_loss", "arrol: the quality head's binary cross-entropy at its last AdamW step on the survivors"),

@@ -73,6 +73,14 @@ def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return float(((diff > 0).double() + 0.5 * (diff == 0).double()).mean())
 
 
+def within_group_auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean AUROC inside each group (rows of (B, G) scores and labels) that holds both classes: how
+    well the scores rank a prompt's own rows, which is all the selection uses (a pooled AUROC also
+    credits telling easy prompts from hard ones). NaN when no group is mixed."""
+    per = [auroc(s, y) for s, y in zip(scores, labels) if 0 < int(y.sum()) < y.numel()]
+    return sum(per) / len(per) if per else float("nan")
+
+
 def all_equal_share(rewards: torch.Tensor) -> float:
     """Share of groups (rows of (B, G) rewards, NaN = absent) whose present rewards are all equal:
     the groups that give GRPO no signal."""

@@ -14,7 +14,7 @@ import dataclasses
 
 import torch
 
-from mmrlvr.algos.arrol import all_equal_share, auroc, rows_per_prompt, select_rows
+from mmrlvr.algos.arrol import all_equal_share, auroc, rows_per_prompt, select_rows, within_group_auroc
 from mmrlvr.train.arrol_head import QualityHead
 
 
@@ -68,6 +68,7 @@ class ArrolPruner:
         scores, fit the head on them; the round's `arrol/` metrics."""
         labels = (rewards.reshape(-1).nan_to_num(0.0) / self.max_reward >= self.a.positive_at).long()
         step_auroc = auroc(pending.scores, labels)
+        within = within_group_auroc(pending.scores.view(rewards.shape), labels.view(rewards.shape))
         self.head.observe(pending.scores, labels)
         loss = self.head.fit(pending.hidden, labels) if labels.numel() else float("nan")
         c, p = pending.counts, self.a.prefix_tokens
@@ -77,6 +78,7 @@ class ArrolPruner:
         saved = c.pruned_alive * (cont.float().mean().item() if cont.numel() else 0.0)
         return {
             "arrol/head_auroc": step_auroc,
+            "arrol/head_auroc_within": within,
             "arrol/head_auroc_window": self.head.window_auroc(),
             "arrol/head_trusted": float(pending.trusted),
             "arrol/head_loss": loss,

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from mmrlvr.algos.arrol import all_equal_share, auroc, balanced_survivors, rows_per_prompt, select_rows
+from mmrlvr.algos.arrol import all_equal_share, auroc, balanced_survivors, rows_per_prompt, select_rows, within_group_auroc
 
 
 @pytest.mark.parametrize("g,factor,m", [(4, 2.0, 8), (50, 1.1, 55), (3, 1.5, 5), (4, 1.0, 4), (6, 1.25, 8)])
@@ -69,3 +69,13 @@ def test_all_equal_share_ignores_absent_rows():
     # [1, 1]: equal; [0, 1]: not; [nan, 0]: one present row, equal; [nan, nan]: nothing, equal
     assert all_equal_share(torch.tensor([[1.0, 1.0], [0.0, 1.0], [nan, 0.0], [nan, nan]])) == 0.75
     assert all_equal_share(torch.zeros(0, 4)) == 0.0
+
+
+def test_within_group_auroc_ignores_groups_of_one_outcome():
+    scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3], [0.9, 0.9, 0.1]])
+    labels = torch.tensor([[1, 0, 0], [1, 0, 1], [1, 1, 1]])
+    # group 0: the positive 0.9 beats 0.1 and 0.5 -> 1.0; group 1: positives {0.2, 0.3} against 0.8 -> 0.0;
+    # group 2: one class, left out. Mean 0.5, although pooled they rank better than chance: 11.5 of 18 pairs
+    assert within_group_auroc(scores, labels) == 0.5
+    assert auroc(scores.flatten(), labels.flatten()) == pytest.approx(23 / 36)
+    assert math.isnan(within_group_auroc(scores[2:], labels[2:]))

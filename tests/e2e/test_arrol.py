@@ -19,7 +19,7 @@ SMALL = [
     f"rewards=[{{verifier: {ROOT / 'tests/e2e/user_verifier.py'}:even_length}}]",  # mixed groups
 ]
 KEYS = ("arrol/head_auroc", "arrol/survivor_pos_share", "arrol/tokens_saved", "arrol/tokens_generated",
-        "arrol/all_equal_groups", "arrol/head_trusted", "arrol/head_loss", "arrol/pruned_frac")
+        "arrol/all_equal_groups", "arrol/head_trusted", "arrol/head_loss", "arrol/pruned_frac", "arrol/head_auroc_within")
 
 
 def _run(run: Path, *extra: str) -> dict:

@@ -87,6 +87,7 @@ def test_learn_metrics_by_hand():
     # rewards / 2 >= 0.5: labels 1, 0, 1, 1 (0.9 / 2 = 0.45 is a negative)
     m = pruner.learn(pending, torch.tensor([[2.0, 0.9], [1.0, 1.6]]))
     assert m["arrol/head_auroc"] == 1.0  # the negative (0.2) is below every positive (0.9, 0.4, 0.6)
+    assert m["arrol/head_auroc_within"] == 1.0  # group 1: 0.9 (positive) over 0.2; group 2 is all positive
     assert m["arrol/survivor_pos_share"] == 0.75
     assert m["arrol/all_equal_groups"] == 0.0  # rewards differ in both groups (the labels of group 2 do not)
     assert m["arrol/tokens_generated"] == 30 and m["arrol/tokens_saved_max"] == 21
