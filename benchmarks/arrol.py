@@ -14,7 +14,8 @@ every method and seed. Per step every method draws rollout.prompts_per_step = 8 
 - arrol_p<P>: arrol with sample_efficiency.arrol.prefix_tokens=P (the head's AUROC by prefix length).
 Per run: held-out greedy accuracy before/after, tokens sampled per step (arrol: prefixes + survivors'
 continuations), median s/step and s of generation per step, the survivors' all-equal share, the mean
-reward, and for arrol the head's AUROC (mean over steps where defined) and the share of steps it chose.
+reward, and for arrol the head's AUROC, pooled and within groups (means over steps where defined), and the
+share of steps it chose.
 Single-threaded CPU; times are of a shared 2-core machine.
 """
 
@@ -82,6 +83,7 @@ def one(method: str, seed: int, warm: Path, work: Path, args) -> dict:
         else 1 - _mean(r["rollout/mixed_group_frac"] for r in steps),
         "reward": _mean(r["reward/mean"] for r in steps),
         "head_auroc": _mean(r.get("arrol/head_auroc") for r in steps) if arrol else None,
+        "head_auroc_within": _mean(r.get("arrol/head_auroc_within") for r in steps) if arrol else None,
         "head_trusted": _mean(r.get("arrol/head_trusted") for r in steps) if arrol else None,
         "survivor_pos_share": _mean(r.get("arrol/survivor_pos_share") for r in steps) if arrol else None,
         "wall_s": round(time.perf_counter() - t0, 1),
@@ -92,7 +94,8 @@ COLUMNS = [("method", "method", ""), ("seeds", "seeds", "d"), ("acc_before", "ac
            ("acc_after", "acc after", ".3f"), ("acc_after_sd", "sd", ".3f"),
            ("tokens_generated", "tokens sampled/step", ".0f"), ("tokens_trained", "tokens trained/step", ".0f"),
            ("s_per_step", "s/step", ".2f"), ("gen_s_per_step", "gen s/step", ".2f"), ("all_equal", "all-equal", ".2f"),
-           ("reward", "reward", ".3f"), ("head_auroc", "head AUROC", ".3f"), ("head_trusted", "head chose", ".2f")]
+           ("reward", "reward", ".3f"), ("head_auroc", "head AUROC", ".3f"), ("head_auroc_within", "within groups", ".3f"),
+           ("head_trusted", "head chose", ".2f")]
 
 
 def mean_rows(runs: list[dict]) -> list[dict]:
