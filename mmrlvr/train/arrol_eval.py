@@ -5,7 +5,8 @@ two choices are reported beside mean@K and pass@K:
 - head_best@K: the headline score of the candidate the head scores highest;
 - head_vote@K: candidates grouped by their answer (the text of the last `<answer>...</answer>`, else
   the whole stripped text), each group weighted by the sum of its head scores; the heaviest group's
-  first candidate is scored.
+  first candidate is scored;
+- vote@K: the same vote with equal weights (majority voting), the baseline the head must beat.
 
 OUR READING: the paper says the head "can further weigh candidates to improve inference accuracy
 during test-time scaling"; how the weights combine candidates is not in its text we could read.
@@ -67,7 +68,7 @@ def headline_scores(texts: list[str], samples: list, terms, scorer) -> list[floa
 def head_at_k(engine, head: QualityHead, samples: list, sampling, k: int, prefix_tokens: int, seed: int,
               max_new_tokens, terms, scorer) -> dict:
     """head_best@K and head_vote@K over `samples` (one prompt at a time), scored with `terms`."""
-    best_scores, vote_scores = [], []
+    best_scores, vote_scores, plain_scores = [], [], []
     for i, sample in enumerate(samples):
         hidden: list[torch.Tensor] = []
 
@@ -79,9 +80,13 @@ def head_at_k(engine, head: QualityHead, samples: list, sampling, k: int, prefix
                                        max_new_tokens=max_new_tokens)
         texts = [c.text for c in seg.output.completions]
         weights = head.score(torch.cat(hidden))
-        best, vote = weighted_choices([answer_key(t) for t in texts], weights)
-        scores = headline_scores([texts[best], texts[vote]], [sample, sample], terms, scorer)
+        keys = [answer_key(t) for t in texts]
+        best, vote = weighted_choices(keys, weights)
+        plain = weighted_choices(keys, torch.ones(len(keys)))[1]  # the unweighted majority, for comparison
+        scores = headline_scores([texts[best], texts[vote], texts[plain]], [sample] * 3, terms, scorer)
         best_scores.append(scores[0])
         vote_scores.append(scores[1])
+        plain_scores.append(scores[2])
     n = max(len(samples), 1)
-    return {f"head_best@{k}": sum(best_scores) / n, f"head_vote@{k}": sum(vote_scores) / n}
+    return {f"head_best@{k}": sum(best_scores) / n, f"head_vote@{k}": sum(vote_scores) / n,
+            f"vote@{k}": sum(plain_scores) / n}

@@ -57,7 +57,7 @@ def test_head_at_k_picks_the_candidates_the_head_weighs(tiny):
     spread = []
     try:
         got = head_at_k(engine, head, samples, rc, k, p, seed=5, max_new_tokens=6, terms=terms, scorer=scorer)
-        expect_best, expect_vote = [], []
+        expect_best, expect_vote, expect_plain = [], [], []
         for i, s in enumerate(samples):  # the same candidates from a plain rollout with the same seed
             texts = [c.text for c in engine.rollout([s], k, rc, seed=5 + 1 + i, max_new_tokens=6).completions]
             heads = headline_scores(texts, [s] * k, terms, scorer)
@@ -65,8 +65,10 @@ def test_head_at_k_picks_the_candidates_the_head_weighs(tiny):
             best, vote = weighted_choices([answer_key(t) for t in texts], weights[i])
             expect_best.append(heads[best])
             expect_vote.append(heads[vote])
+            expect_plain.append(heads[weighted_choices([answer_key(t) for t in texts], torch.ones(k))[1]])
     finally:
         scorer.close()
-    assert got == {"head_best@4": sum(expect_best) / 3, "head_vote@4": sum(expect_vote) / 3}
+    assert got == {"head_best@4": sum(expect_best) / 3, "head_vote@4": sum(expect_vote) / 3,
+                   "vote@4": sum(expect_plain) / 3}
     assert len(weights) == 3 and all(w.shape == (k,) for w in weights)
     assert any(spread)  # the candidates' scores differ: which one the head picks matters
