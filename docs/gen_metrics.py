@@ -100,6 +100,17 @@ METRICS: list[tuple[str, str]] = [
     ("dbb/prompts", "prompts with a posterior (DBB advantages)"),
     ("dbb/mean_p", "their mean posterior pass rate"),
     ("demos/frac", "share of completions that are demonstrations"),
+    ("arrol/head_auroc", "arrol (`sample_efficiency.arrol`): AUROC of the quality head's prefix scores for the step's first round's survivors against their outcomes, scored before the head learned from them (at the one prefix, `prefix_tokens`; NaN when the survivors are all right or all wrong)"),
+    ("arrol/head_auroc_within", "arrol: the mean AUROC inside each group of survivors that holds both outcomes: how well the head ranks a prompt's own rows, which is all the selection uses (the pooled `arrol/head_auroc` also credits telling easy prompts from hard ones)"),
+    ("arrol/head_auroc_window", "arrol: the same AUROC over the newest `auroc_window` out-of-sample survivors: what decides whether the head selects"),
+    ("arrol/head_trusted", "arrol: 1 when the head chose the survivors, 0 when the fallback did (its first group_size rows per prompt)"),
+    ("arrol/head_loss", "arrol: the quality head's binary cross-entropy at its last AdamW step on the survivors"),
+    ("arrol/survivor_pos_share", "arrol: share of survivors labelled positive (verifier reward / largest reward >= `positive_at`); the target is `target_pos_share`"),
+    ("arrol/all_equal_groups", "arrol: share of groups whose survivors' rewards are all equal (no GRPO signal)"),
+    ("arrol/tokens_generated", "arrol: tokens sampled: every over-generated row's prefix plus the survivors' continuations"),
+    ("arrol/tokens_saved", "arrol: estimated tokens pruning saved: pruned rows still generating at the prefix x the mean continuation of the survivors that were"),
+    ("arrol/tokens_saved_max", "arrol: the most pruning could have saved: pruned rows still generating at the prefix x (max_new_tokens - prefix_tokens)"),
+    ("arrol/pruned_frac", "arrol: share of the generated rows dropped at the prefix"),
 ]
 
 

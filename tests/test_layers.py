@@ -21,7 +21,7 @@ LAYERS = [
     # (a leaf for notebooks: it never imports training code)
     {"tasks", "viz"},
     {"rollout"},
-    {"validate", "validate_rules", "validate_bounds", "validate_task", "validate_notes"},  # checks a whole config (tasks, verifiers, algos) before training
+    {"validate", "validate_rules", "validate_bounds", "validate_task", "validate_notes", "validate_arrol"},  # checks a whole config (tasks, verifiers, algos) before training
     {"plan"},  # sizes a validated config's memory from its model's config alone (`mmrlvr plan`)
     {"train"},
     # the user-facing edge; config_docs renders `mmrlvr config --show`, task arguments included

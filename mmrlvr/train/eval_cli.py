@@ -15,6 +15,7 @@ from mmrlvr.data.bad_rows import max_bad_frac_setting
 from mmrlvr.data.heldout import small_split_note
 from mmrlvr.models.load import checkpoint_path, load_checkpoint
 from mmrlvr.rollout.hf import HFRolloutEngine
+from mmrlvr.train.arrol_eval import head_at_k, load_head
 from mmrlvr.train.evaluate import eval_terms, evaluate
 from mmrlvr.train.setup import set_threads_and_seed, task_args
 from mmrlvr.validate import check_sample_verifiers, validate_config
@@ -29,6 +30,8 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
     for note in config_warnings(cfg):  # valid, but deprecated or not doing what it looks like
         print(f"mmrlvr: warning: {note}", file=sys.stderr)
     checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading
+    weigh = cfg.sample_efficiency.arrol.eval_weighting == "head" and samples > 1
+    head = load_head(checkpoint) if weigh else None  # arrol's quality head, from the checkpoint's run state
     accelerator = set_threads_and_seed(cfg)
     size = cfg.task.eval_size if split == "eval" else cfg.task.train_size
     rows = load_task(cfg.task.name, split, size, cfg.seed, **task_args(cfg))
@@ -43,6 +46,11 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
         result = evaluate(engine, rows, scorer, cfg.rollout, cfg.eval.batch_size,
                           cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms=terms, k=samples,
                           seed=cfg.seed, max_bad_frac=max_bad_frac_setting(cfg.task)[0])
+        if head is not None and result["n"]:
+            skipped = {x["row"] for x in result["skipped"]}
+            kept = [s for i, s in enumerate(rows) if s.meta.get("row", i) not in skipped]
+            result.update(head_at_k(engine, head, kept, cfg.rollout, samples, cfg.sample_efficiency.arrol.prefix_tokens,
+                                    cfg.seed, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms, scorer))
     finally:
         scorer.close()
     metrics = result.pop("metrics")

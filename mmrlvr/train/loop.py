@@ -39,6 +39,7 @@ from mmrlvr.train.setup import (
 )
 from mmrlvr.train.signals import black_fill
 from mmrlvr.train.learner import Learner
+from mmrlvr.train.arrol_round import make_pruner
 from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens, write_token_roles
@@ -117,16 +118,18 @@ def train(cfg: Config) -> dict:
         source = Lookahead(source)
     learner.model.train()  # the engine switches to eval for sampling and back
     fill = black_fill(processor)  # what a blacked-out patch looks like after normalisation
+    pruner = make_pruner(cfg, state.arrol)  # arrol's quality head (None when off), as the checkpoint left it
 
     for step in range(state.step + 1, cfg.train.steps + 1):
         metrics = rl_step(cfg, step, learner, engine, source, scorer, state, fill=fill, run_dir=run_dir,
-                          tokenizer=processor.tokenizer, write=is_main)
+                          tokenizer=processor.tokenizer, write=is_main, pruner=pruner)
         if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
             metrics.update(eval_metrics(cfg.task.name, run_eval()))
         log.log(step, metrics)
         progress.update(step, metrics)
         # checkpoint (atomic), with the run state so a resumed run continues exactly
         state.step, state.source = step, source.state_dict()
+        state.arrol = pruner.state_dict() if pruner is not None else {}
         if (cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps:
             save_checkpoint(run_dir, step, learner.policy, processor, learner.optimizer, state.to_dict(),
                             scheduler=learner.scheduler, accelerator=accelerator,
@@ -208,11 +211,12 @@ def stop_scoring_if_broken(scorer, stop_share: float | None) -> None:
 
 
 def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, state: RunState, *, fill,
-            run_dir: Path, tokenizer, write: bool) -> dict:
+            run_dir: Path, tokenizer, write: bool, pruner=None) -> dict:
     """One RL step: collect, advantages, token weights, update, weight sync; returns its metrics."""
     t0 = time.perf_counter()
     # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
-    batch = collect(engine, source, scorer, cfg, seed=cfg.seed * 100_003 + step, step=step)  # `_generate_ahead`'s seed
+    batch = collect(engine, source, scorer, cfg, seed=cfg.seed * 100_003 + step, step=step,  # `_generate_ahead`'s seed
+                    pruner=pruner)
     stop_scoring_if_broken(scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros
     log_step = step % cfg.train.log_every == 0 or step == 1
     # 4. advantages (stateful estimators read the per-prompt statistics before this step's

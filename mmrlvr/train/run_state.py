@@ -2,7 +2,7 @@
 
 One JSON-serialisable record (it is written into each checkpoint's state.json): the last
 finished step, the held-out evaluation before RL, the warm start's summary, the prompt source's
-state and the per-prompt statistics. `to_dict()` / `from_dict()` are the only (de)serialisers.
+state, the per-prompt statistics and arrol's quality head (when on). `to_dict()` / `from_dict()` are the only (de)serialisers.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ class RunState:
     warm_start: dict | None = None
     source: dict = dataclasses.field(default_factory=dict)  # the prompt source's state_dict()
     prompt_stats: PromptStats = dataclasses.field(default_factory=PromptStats)
+    arrol: dict = dataclasses.field(default_factory=dict)  # arrol's quality head (ArrolPruner.state_dict), {} when off
+
 
     def to_dict(self) -> dict:
         return {"step": self.step, "eval_before": self.eval_before, "warm_start": self.warm_start,
-                "source": dict(self.source), "prompt_stats": self.prompt_stats.state_dict()}
+                "source": dict(self.source), "prompt_stats": self.prompt_stats.state_dict(),
+                **({"arrol": self.arrol} if self.arrol else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunState":
@@ -30,4 +33,4 @@ class RunState:
         source = d.get("source") or {"kind": "seeded_stream", "pos": int(d.get("data_pos", 0))}
         stats = PromptStats()
         stats.load_state_dict(d.get("prompt_stats") or {})
-        return cls(int(d["step"]), d.get("eval_before"), d.get("warm_start"), source, stats)
+        return cls(int(d["step"]), d.get("eval_before"), d.get("warm_start"), source, stats, dict(d.get("arrol") or {}))

@@ -118,7 +118,7 @@ def round_prompts(stream, need: int, step: int) -> list[Sample]:
     return shard(stream.take(need * world, step), rank, world)
 
 
-def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, index: int) -> Round:
+def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, index: int, pruner=None) -> Round:
     prompts = episode_prompts(cfg.rollout, round_prompts(stream, need, step))  # prco: the Observer's prompts
     policy = getattr(engine, "model", None)
     if policy is not None and not any(p.images or p.videos for p in prompts) and vision_needs_all_ranks(policy, grad=False):
@@ -126,12 +126,17 @@ def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, 
             dummy_vision_pass(policy)  # generate's prefill runs the tower on the other ranks
     g = cfg.rollout.group_size
     t0 = time.perf_counter()
-    out = run_episodes(engine, prompts, g, cfg.rollout, seed=round_seed(seed, index),
-                       step=step, return_logprobs=True)
+    if pruner is not None:  # arrol: over-generate, prune at the prefix (mmrlvr/train/arrol_round.py)
+        out, pending = pruner.generate(engine, prompts, cfg.rollout, seed=round_seed(seed, index))
+    else:
+        out = run_episodes(engine, prompts, g, cfg.rollout, seed=round_seed(seed, index),
+                           step=step, return_logprobs=True)
     gen_s = time.perf_counter() - t0
     if getattr(out, "gen_seconds", None) is not None:  # generated ahead, during the last update
         gen_s = out.gen_seconds
     rewards, metrics, verdicts = score_completions(out.completions, prompts, g, cfg.rewards, scorer)
+    if pruner is not None:  # the head learns the survivors' outcomes (verifier rewards, before any bonus)
+        metrics.update(pruner.learn(pending, rewards))
     if getattr(cfg.rollout, "episode", "single") != "single":
         metrics.update({**episode_metrics(out.completions), **role_reward_metrics(out.completions, rewards)})
     return Round(prompts, out, rewards, verdicts, torch.ones(len(prompts), dtype=torch.bool), metrics, index, gen_s)
@@ -154,13 +159,14 @@ def _groups(rnd: Round) -> list[tuple]:
 
 
 def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
-            strategies: tuple = STRATEGIES) -> RolloutBatch:
+            strategies: tuple = STRATEGIES, pruner=None) -> RolloutBatch:
     """Sample G completions for B prompts, score them and run the strategies; with dynamic
     sampling, sample again while groups are dropped (at most `algo.max_rounds` rounds).
 
     With several processes every rank draws the same global prompts from its copy of the
     stream and keeps its own contiguous share (whole groups), samples with its own seed, and
-    the ranks agree on the number of rounds, so streams and collective calls stay in step."""
+    the ranks agree on the number of rounds, so streams and collective calls stay in step.
+    `pruner` (arrol's `ArrolPruner`, or None) generates each round by online rollout pruning."""
     b = local_prompts(cfg.rollout.prompts_per_step, rank_world()[1])
     collector = GroupCollector(b, filter_groups=False)  # the strategies decide what is kept
     metrics: dict = {}
@@ -173,7 +179,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     while True:
         need = int(all_max(b - len(collector.kept) if cfg.algo.dynamic_sampling else b))
         t0 = time.perf_counter()
-        rnd = _sample_round(engine, stream, scorer, cfg, need, seed, step, collector.rounds)
+        rnd = _sample_round(engine, stream, scorer, cfg, need, seed, step, collector.rounds, pruner)
         ctx = CollectContext(engine, scorer, cfg, seed, step)
         for strategy in strategies:
             rnd = strategy(rnd, ctx)
