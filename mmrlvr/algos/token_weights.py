@@ -273,3 +273,6 @@ def tor(
     total = raw.sum()
     n = mask.bool().sum()
     return raw * (n / total) if float(total) > 0 else raw
+
+
+from mmrlvr.algos import kawhi as _kawhi  # noqa: E402,F401  registers "kawhi" (it imports register_method above)
