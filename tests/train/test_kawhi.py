@@ -105,9 +105,18 @@ def test_step_ids_decode_each_token_and_zero_the_padding(tiny):
     assert int(step_ids(tok, ids, mask, "paragraph")[1].max()) == 1 and int(step_ids(tok, ids, mask, "line")[0].max()) == 0
 
 
-def test_loop_weighs_with_kawhi_and_writes_its_signals(tmp_path):
+def test_loop_weighs_with_kawhi_and_writes_its_signals(tmp_path, monkeypatch):
+    from mmrlvr.train import token_roles
     from mmrlvr.train.loop import train
 
+    splits = []
+    real = token_roles.step_ids
+
+    def spy(tokenizer, ids, mask, split):
+        splits.append(split)
+        return real(tokenizer, ids, mask, split)
+
+    monkeypatch.setattr(token_roles, "step_ids", spy)
     plugin = Path(__file__).parents[1] / "e2e" / "user_verifier.py"
     cfg = load_config("configs/quickstart.yaml", [
         "task.train_size=32", "task.eval_size=8", "warm_start.steps=0", "rollout.prompts_per_step=2",
@@ -121,6 +130,7 @@ def test_loop_weighs_with_kawhi_and_writes_its_signals(tmp_path):
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "reward/mean" in r and r["rollout/mixed_group_frac"] > 0]
     assert steps, "the parity reward should give mixed groups"
+    assert splits and set(splits) == {"line"}  # the configured split, on every weighted step
     for r in steps:
         assert r["tokens/weight_mean"] == pytest.approx(1.0, abs=1e-5)  # token-mean 1 per response
         assert r["tokens/steps_per_response"] >= 1 and r["tokens/region_attention"] > 0
