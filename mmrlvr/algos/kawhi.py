@@ -14,13 +14,21 @@ Pure functions: attention maps (n, heads, t, L) -> per-token region attention (n
 
 from __future__ import annotations
 
-import torch
+import math
 
-from mmrlvr.algos.token_weights import _ceil, rank_topk, register_method
+import torch
 
 SPLITS = ("paragraph", "line", "sentence")
 _SENTENCE_END = ".!?"
 _EPS = 1e-6  # floor of a relative score inside the harmonic mean (a zero score gives ~0, not inf)
+
+
+def _top(score: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
+    """(L,) -> (L,) 1.0 on the k valid entries of highest score, ties to the earlier index."""
+    keyed = torch.where(valid, score, torch.full_like(score, float("-inf")))
+    out = torch.zeros_like(score)
+    out[torch.sort(keyed, descending=True, stable=True).indices[:k]] = 1.0
+    return out * valid.float()
 
 
 def vision_heads(attn: torch.Tensor, visual: torch.Tensor, valid: torch.Tensor, k: int) -> torch.Tensor:
@@ -61,7 +69,7 @@ def salient_region(maps: list[torch.Tensor], visual: torch.Tensor, valid: torch.
     for i in range(sal.shape[0]):
         n_vis = int(vis[i].sum())
         if n_vis:
-            out[i] = rank_topk(sal[i], vis[i], min(n_vis, _ceil(frac * n_vis)))
+            out[i] = _top(sal[i], vis[i], min(n_vis, math.ceil(round(frac * n_vis, 9))))
     return out
 
 
@@ -140,14 +148,3 @@ def step_weights(align: torch.Tensor, decisive: torch.Tensor, steps: torch.Tenso
     total = raw.sum(1, keepdim=True)
     w = torch.where(total > 0, raw * v.sum(1, keepdim=True) / total.clamp(min=1e-30), v)
     return torch.where(valid, w, torch.zeros_like(w))
-
-
-@register_method("kawhi", needs=("entropy", "region_attention", "step_ids"))
-def kawhi(signals, mask, kawhi_align_weight: float = 0.5, kawhi_strength: float = 1.0) -> torch.Tensor:
-    """KAWHI: `step_weights` with alignment = region attention (`region_attention`) and
-    decisiveness = entropy (OUR READING: a decisive step is one where the policy chose among
-    alternatives, its mean token entropy; the forks of the 80/20 rule)."""
-    if not (0.0 <= kawhi_align_weight <= 1.0 and 0.0 <= kawhi_strength <= 1.0):
-        raise ValueError("kawhi_align_weight and kawhi_strength must lie in [0, 1]")
-    return step_weights(signals["region_attention"], signals["entropy"], signals["step_ids"], mask,
-                        kawhi_align_weight, kawhi_strength)
