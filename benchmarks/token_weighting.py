@@ -6,7 +6,8 @@
     python benchmarks/token_weighting.py --combine part0.json part1.json part2.json --out result.json
 
 Prints a table (method, held-out accuracy before and after the step budget as mean +- spread over
-seeds, gain, s/step and its ratio to `none`, time spent on token signals, the share of
+seeds, gain, s/step and its ratio to `none`, time spent on token signals, completion tokens
+sampled per step (every run samples the same completions per step), the share of
 image-dependent tokens where the method measures it) and writes it as JSON.
 The warm start is trained once and reused by every run; each run differs only in
 `token_weighting.method` and the seed of its RL phase (sampling, data order, eval boards).
@@ -43,7 +44,7 @@ def main() -> int:
     ap.add_argument("--config", default="configs/marked_cell.yaml")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--methods", default="none,entropy_topk,vppo,pepo,tor")
+    ap.add_argument("--methods", default="none,entropy_topk,vppo,pepo,tor,kawhi")
     ap.add_argument("--work", default="runs/bench_token_weighting")
     ap.add_argument("--out", default="benchmarks/results/token_weighting.json")
     ap.add_argument("overrides", nargs="*")
@@ -69,6 +70,8 @@ def main() -> int:
         # one RL step is the least a run may take; the saved warm start is from before it
         train(load_config(args.config, ["seed=0", f"output_dir={work / 'warm'}", "train.steps=1",
                                         "train.resume=false", "verifier_workers=0", *args.overrides]))
+    rollout = load_config(args.config, list(args.overrides)).rollout
+    completions = rollout.prompts_per_step * rollout.group_size
     runs = []
     for seed in seeds:
         for method in methods:  # methods interleaved per seed, so machine load hits all alike
@@ -85,6 +88,8 @@ def main() -> int:
                 "acc_after": summary["eval_after"]["accuracy"],
                 "s_per_step": statistics.mean(r["time/step"] for r in rows),
                 "signals_s": statistics.mean(r.get("time/token_signals", 0.0) for r in rows),
+                # completion tokens sampled per step: the completions are equal (prompts x group), the tokens not
+                "tokens_per_step": statistics.mean(r["rollout/mean_length"] for r in rows) * completions,
                 # share of completion tokens whose probability depends on the image (methods that
                 # compute visual dependency; None for the others)
                 "dependent_frac": (statistics.mean(d) if (d := [r["tokens/dependent_frac"] for r in rows
@@ -114,6 +119,8 @@ def _report(config: str, steps: int, overrides: list[str], runs: list[dict], out
             "gain": statistics.mean(gains), "gain_sd": _spread(gains), "s_per_step": step,
             "step_vs_none": step / base_step if base_step else None,
             "signals_s": statistics.mean(r["signals_s"] for r in rs),
+            "tokens_per_step": (statistics.mean(r["tokens_per_step"] for r in rs)
+                                if all(r.get("tokens_per_step") is not None for r in rs) else None),
             "dependent_frac": (statistics.mean(d) if (d := [r["dependent_frac"] for r in rs
                                                            if r.get("dependent_frac") is not None]) else None),
         })
@@ -121,7 +128,7 @@ def _report(config: str, steps: int, overrides: list[str], runs: list[dict], out
         ("method", "method", ""), ("seeds", "seeds", "d"), ("acc_before", "acc. before", ".3f"),
         ("acc_after", "acc. after", ".3f"), ("acc_after_sd", "sd", ".3f"), ("gain", "gain", "+.3f"),
         ("gain_sd", "sd", ".3f"), ("s_per_step", "s/step", ".2f"), ("step_vs_none", "vs none", ".2f"),
-        ("signals_s", "signals s/step", ".2f"), ("dependent_frac", "image-dep. tokens", ".3f"),
+        ("signals_s", "signals s/step", ".2f"), ("tokens_per_step", "tokens/step", ".0f"), ("dependent_frac", "image-dep. tokens", ".3f"),
     ]))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"config": config, "steps": steps, "seeds": seeds, "overrides": overrides,

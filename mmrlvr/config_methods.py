@@ -1,5 +1,5 @@
 """Config of the per-token and per-video methods: temporal contrast (T-GRPO, TGPO) and token
-weighting (entropy_topk, vppo, pepo, tor).
+weighting (entropy_topk, vppo, pepo, tor, kawhi).
 
 Kept apart from config.py so that file stays within its size budget; `Config.temporal_contrast`
 and `Config.token_weighting` hold these, and `mmrlvr.config` re-exports both classes.
@@ -34,7 +34,8 @@ class TemporalContrastConfig:
 @dataclass
 class TokenWeightingConfig:
     method: str = "none"
-    """none, entropy_topk, vppo, pepo or tor (mmrlvr.algos.token_weights): per-token advantage weights."""
+    """none, entropy_topk, vppo, pepo, tor or kawhi (mmrlvr.algos.token_weights, mmrlvr.algos.kawhi):
+    per-token advantage weights."""
     top_frac: float = 0.2
     """entropy_topk: share of the batch's tokens (highest entropy) that get gradient."""
     perception_frac: float = 0.2
@@ -61,6 +62,20 @@ class TokenWeightingConfig:
     """tor: raw weight of tokens that are both."""
     tor_other: float = 0.5
     """tor: raw weight of the remaining tokens."""
+    kawhi_split: str = "paragraph"
+    """kawhi: where a reasoning step ends: paragraph (a blank line), line (a newline) or sentence (a
+    newline, or whitespace after . ! ?)."""
+    kawhi_layers: list[int] = field(default_factory=lambda: [-2, -1])
+    """kawhi: decoder layers (negative counts from the end) whose attention gives the vision heads,
+    the salient region and each token's attention to it (one eager-attention forward)."""
+    kawhi_heads: int = 2
+    """kawhi: vision heads kept per layer and response (highest attention mass on the image)."""
+    kawhi_region_frac: float = 0.25
+    """kawhi: share of a response's visual tokens (highest saliency) that form its salient region."""
+    kawhi_align_weight: float = 0.5
+    """kawhi: weight of alignment against decisiveness in the weighted harmonic mean (0: decisiveness only)."""
+    kawhi_strength: float = 1.0
+    """kawhi: step weight = (1 - strength) + strength * harmonic score, then mean 1 per response."""
     corrupt_prob: float = 0.5
     """visual_dependency: probability that each vision patch (14x14 for Qwen2-VL) is blacked out."""
     similarity_layers: list[int] = field(default_factory=lambda: [-1])

@@ -119,6 +119,13 @@ RULES: list[Rule] = [
     Rule("token_weighting.similarity_layers", lambda v: bool(v) and all(isinstance(i, int) for i in v),
          "a non-empty list of layer indices (negative counts from the end)"),
     Rule("token_weighting.roles_per_step", at_least(0), "an integer >= 0"),
+    Rule("token_weighting.kawhi_split", one_of("paragraph", "line", "sentence"), "paragraph, line or sentence"),
+    Rule("token_weighting.kawhi_layers", lambda v: bool(v) and all(type(i) is int for i in v),
+         "a non-empty list of layer indices (negative counts from the end)"),
+    Rule("token_weighting.kawhi_heads", lambda v: type(v) is int and v >= 1, "an integer >= 1"),
+    Rule("token_weighting.kawhi_region_frac", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
+    *[Rule(f"token_weighting.kawhi_{k}", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]")
+      for k in ("align_weight", "strength")],
     *[Rule(f"sample_efficiency.{k}", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]")
       for k in ("replay.fraction", "replay.min_pass_rate", "replay.max_pass_rate", "demos.p0")],
     Rule("sample_efficiency.replay.cooldown", at_least(0), "an integer >= 0 (steps)"),

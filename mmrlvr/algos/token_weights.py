@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from mmrlvr.algos.kawhi import step_weights
 from mmrlvr.registry import Registry
 
 OTHER, PERCEPTION, REASONING, BOTH, PAD = 0, 1, 2, 3, -1
@@ -273,3 +274,14 @@ def tor(
     total = raw.sum()
     n = mask.bool().sum()
     return raw * (n / total) if float(total) > 0 else raw
+
+
+@register_method("kawhi", needs=("entropy", "region_attention", "step_ids"))
+def kawhi(signals, mask, kawhi_align_weight: float = 0.5, kawhi_strength: float = 1.0) -> torch.Tensor:
+    """KAWHI (mmrlvr.algos.kawhi, every formula our reading): `kawhi.step_weights` with alignment =
+    the region attention and decisiveness = the entropy (a decisive step is one where the policy
+    chose among alternatives: its mean token entropy, the forks of the 80/20 rule)."""
+    if not (0.0 <= kawhi_align_weight <= 1.0 and 0.0 <= kawhi_strength <= 1.0):
+        raise ValueError("kawhi_align_weight and kawhi_strength must lie in [0, 1]")
+    return step_weights(signals["region_attention"], signals["entropy"], signals["step_ids"], mask,
+                        kawhi_align_weight, kawhi_strength)

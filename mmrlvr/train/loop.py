@@ -239,7 +239,7 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     diagnose = cfg.token_weighting.diagnostics and log_step and write
     share = shares_forward(cfg, cfg.algo, signals_needed(cfg.token_weighting.method, diagnose))
     tw = weigh_tokens(learner.policy, batch, adv, cfg, cfg.algo, learner.suppress_ids, step=step, fill=fill,
-                      diagnose=diagnose, share=share)
+                      diagnose=diagnose, share=share, tokenizer=tokenizer)
     # 5. the policy update (ppo_epochs x mini_batches optimizer steps, then the LR schedule); shared
     # token weights are finished inside it, from its own forward
     t1 = time.perf_counter()

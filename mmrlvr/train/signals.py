@@ -1,6 +1,7 @@
 """Per-token signals of the policy on a rollout batch, without gradient: entropy, visual
 dependency (one extra forward on a corrupted copy of the media), visual similarity (PEPO: hidden
-states against the visual tokens' hidden states) and, for analysis, visual attention.
+states against the visual tokens' hidden states), region attention (KAWHI: the clean forward runs
+with eager attention and hooks on chosen layers) and, for analysis, visual attention.
 
 Every forward goes through the media-once path (`shared_media_outputs`): the vision tower runs
 once per distinct prompt, also for the corrupted copy, whose processed patches are blacked out
@@ -15,13 +16,14 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from mmrlvr.algos.kawhi import head_map, region_attention
 from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual, visual_dependency
 from mmrlvr.data.collate import select_rows
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.models.adapters import blackout_patches
 from mmrlvr.train.logprobs import _MEDIA, join_prompt_completion, logits_to_logprobs, shared_media_outputs
 
-SIGNALS = ("entropy", "visual_dependency", "visual_similarity")
+SIGNALS = ("entropy", "visual_dependency", "visual_similarity", "region_attention")
 _PIXELS = tuple(pix for _, pix, _, _ in _MEDIA)
 
 
@@ -142,6 +144,44 @@ def _similarity_probe(model, layers: Sequence[int] | None, t: int, out: list, at
             out.append(state["sim"] / state["n"])
 
 
+@contextmanager
+def _region_probe(model, layers: Sequence[int], heads: int, frac: float, valid: torch.Tensor, out: list):
+    """Eager attention for the forward and hooks on the chosen decoder layers' attention modules
+    that reduce each (n, heads, L, L) weight tensor at once to the (n, t, L) map of the row's
+    vision heads (`kawhi.head_map`); after the forward, `kawhi.region_attention` over the layers
+    gives (n, t). Memory: O(n * t * L) per chosen layer, never all layers' weights together."""
+    inner = base_model(model)
+    before = inner.config._attn_implementation
+    all_layers = _decoder_layers(model)
+    vis_ids = _visual_ids(model)
+    t = valid.shape[1]
+    state: dict = {"maps": []}
+
+    def pre(_mod, _args, kwargs):
+        ids = kwargs["input_ids"]
+        state["visual"] = torch.isin(ids, vis_ids.to(ids.device)).float()
+
+    def hook(_mod, _args, output):
+        attn = output[1][:, :, -(t + 1) : -1]  # the states predicting the t completion tokens
+        state["maps"].append(head_map(attn, state["visual"], valid.to(attn.device), heads))
+
+    bad = [i for i in layers if not -len(all_layers) <= i < len(all_layers)]
+    if bad:
+        raise ValueError(f"token_weighting.kawhi_layers={list(layers)}: layers {bad} do not exist "
+                         f"(the decoder has {len(all_layers)})")
+    chosen = sorted({i % len(all_layers) for i in layers})
+    inner.set_attn_implementation("eager")
+    handles = [inner.register_forward_pre_hook(pre, with_kwargs=True)]
+    handles += [all_layers[i].self_attn.register_forward_hook(hook) for i in chosen]
+    try:
+        yield state
+    finally:
+        for h in handles:
+            h.remove()
+        inner.set_attn_implementation(before)
+    out.append(region_attention(state["maps"], state["visual"], valid.to(state["visual"].device), frac))
+
+
 @torch.no_grad()
 def compute_signals(
     model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
@@ -150,6 +190,7 @@ def compute_signals(
     similarity_layers: Sequence[int] | None = (-1,), similarity_at_token: bool = False, chunk_rows: int = 64,
     clean: dict[str, torch.Tensor] | None = None, chunks: Sequence[Sequence[int]] | None = None,
     valid: torch.Tensor | None = None,
+    kawhi_layers: Sequence[int] = (-2, -1), kawhi_heads: int = 2, kawhi_region_frac: float = 0.25,
 ) -> dict[str, torch.Tensor]:
     """The requested signals, each (N, T) float on the CPU, 0 on padding.
 
@@ -164,15 +205,17 @@ def compute_signals(
     `valid`: (N, T) the tokens to report (default `completion_mask`); an episode's rows pass the
     policy's own tokens, while the forward still reads every completion token (inserted messages
     and their images are context), so inserted tokens come back 0.
+    region_attention (`kawhi_*`: see `_region_probe`) runs the clean forward with eager attention.
     """
     unknown = set(needs) - set(SIGNALS)
     if unknown:
         raise KeyError(f"unknown token signals {sorted(unknown)}; known: {', '.join(SIGNALS)}")
     needs = set(needs)
-    if clean is not None and "visual_similarity" in needs:
-        raise ValueError("visual_similarity needs the clean forward's hidden states; it cannot reuse given log-probs")
+    if clean is not None and needs & {"visual_similarity", "region_attention"}:
+        raise ValueError("visual_similarity and region_attention need the clean forward's hidden states or "
+                         "attention; they cannot reuse given log-probs")
     n, t = completion_ids.shape
-    out: dict[str, list] = {k: [] for k in ("logprobs", "entropy", "visual_similarity", "corrupt")}
+    out: dict[str, list] = {k: [] for k in ("logprobs", "entropy", "visual_similarity", "region_attention", "corrupt")}
     corrupted = corrupt_media(prompt_inputs, corrupt_prob, seed, fill) if "visual_dependency" in needs else None
     chunks = [list(c) for c in chunks] if chunks is not None else [list(range(s, min(n, s + chunk_rows)))
                                                                      for s in range(0, n, chunk_rows)]
@@ -186,13 +229,17 @@ def compute_signals(
         pad = (0, t - tc)
         if clean is None:
             sims: list = []
+            regions: list = []
             probe = _similarity_probe(model, similarity_layers, tc, sims, similarity_at_token) if "visual_similarity" in needs else _null()
-            with probe:
+            region = (_region_probe(model, kawhi_layers, kawhi_heads, kawhi_region_frac, mask, regions)
+                      if "region_attention" in needs else _null())
+            with probe, region:
                 logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
             lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
             out["logprobs"].append(F.pad(lp.cpu(), pad))
             out["entropy"].append(F.pad(ent.cpu(), pad))
             out["visual_similarity"] += [F.pad(x.cpu(), pad) for x in sims]
+            out["region_attention"] += [F.pad(x.cpu(), pad) for x in regions]
         else:
             out["logprobs"].append(clean["logprobs"][rows].detach().float().cpu())
             out["entropy"].append(clean["entropy"][rows].detach().float().cpu())
@@ -212,6 +259,8 @@ def compute_signals(
         result["entropy"] = rows_of(out["entropy"]) * valid
     if "visual_similarity" in needs:
         result["visual_similarity"] = rows_of(out["visual_similarity"]) * valid
+    if "region_attention" in needs:
+        result["region_attention"] = rows_of(out["region_attention"]) * valid
     if corrupted is not None:
         result["visual_dependency"] = visual_dependency(rows_of(out["logprobs"]), rows_of(out["corrupt"]), valid)
     return result

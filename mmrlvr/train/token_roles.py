@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from mmrlvr.algos.kawhi import segment_steps
 from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, token_labels, token_weights
 from mmrlvr.data.collate import select_rows
 from mmrlvr.train.signals import compute_signals
@@ -50,6 +51,24 @@ def similarity_source(tw) -> dict:
     return {"similarity_layers": tw.similarity_layers, "similarity_at_token": False}
 
 
+TEXT_SIGNALS = frozenset({"step_ids"})
+"""Signals read from the completions' text (the tokenizer), not from a forward of the policy."""
+
+
+def step_ids(tokenizer, completion_ids: torch.Tensor, mask: torch.Tensor, split: str) -> torch.Tensor:
+    """(N, T) reasoning-step index of each completion token (`kawhi.segment_steps` over the tokens'
+    decoded texts, each distinct id decoded once); 0 on padding."""
+    texts: dict[int, str] = {}
+    out = torch.zeros(completion_ids.shape, dtype=torch.long)
+    for i in range(completion_ids.shape[0]):
+        ids = completion_ids[i, : int(mask[i].sum())].tolist()
+        for j in ids:
+            if j not in texts:
+                texts[j] = tokenizer.decode([j])
+        out[i, : len(ids)] = torch.tensor(segment_steps([texts[j] for j in ids], split), dtype=torch.long)
+    return out
+
+
 SHAREABLE = frozenset({"entropy", "visual_dependency"})
 """Signals the update's own forward can serve: per-token log-probs and entropies (not hidden states)."""
 
@@ -64,13 +83,14 @@ def shares_forward(cfg, algo, needs: set[str]) -> bool:
 
 
 def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: int, fill: dict | None,
-                 diagnose: bool = False, share: bool = False) -> "TokenWeighting | PendingWeighting":
+                 diagnose: bool = False, share: bool = False, tokenizer=None) -> "TokenWeighting | PendingWeighting":
     """Signals the method needs (plus entropy and visual dependency when `diagnose`), the method's
     weights on the rows with a non-zero advantage (1 elsewhere), labels and per-step metrics.
 
     `share` (when `shares_forward` allows it): nothing runs now; the returned `PendingWeighting`
     is handed to `Learner.update`, which finishes it from its own forward's log-probs and
-    entropies (one no-grad forward saved: the clean one) before the loss is reduced."""
+    entropies (one no-grad forward saved: the clean one) before the loss is reduced.
+    `tokenizer`: decodes completions for the text signals (kawhi's step ids)."""
     tw = cfg.token_weighting
     needs = signals_needed(tw.method, diagnose)
     if not needs:
@@ -84,7 +104,11 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
             raise ValueError(f"token weighting {tw.method!r} (signals {sorted(needs)}) cannot share the update's "
                              "forward: it needs one forward per update and no hidden states")
         return PendingWeighting(model, batch, rows, needs, cfg, algo, suppress, step, fill)
-    signals = _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill)
+    signals = _signals(model, batch, rows, needs - TEXT_SIGNALS, cfg, algo, suppress, step, fill)
+    if "step_ids" in needs:
+        if tokenizer is None:
+            raise ValueError(f"token weighting {tw.method!r} splits completions into steps: it needs the tokenizer")
+        signals["step_ids"] = step_ids(tokenizer, batch.completion_ids[rows], batch.completion_mask[rows], tw.kawhi_split)
     return _weighting(batch, rows, signals, cfg, step, t0)
 
 
@@ -109,6 +133,7 @@ def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: 
         sorted(needs), valid=signal_mask(batch, rows), temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
         seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
         chunk_rows=micro_rows(len(rows), algo), clean=clean, chunks=chunks,
+        kawhi_layers=tw.kawhi_layers, kawhi_heads=tw.kawhi_heads, kawhi_region_frac=tw.kawhi_region_frac,
     )
 
 
@@ -123,6 +148,12 @@ def _weighting(batch, rows: list[int], signals: dict, cfg, step: int, t0: float)
     out = TokenWeighting(weights, rows, signals)
     valid = mask.bool()
     out.metrics["tokens/weight_mean"] = float(w_rows[valid].mean())
+    if "step_ids" in signals:  # kawhi: how finely responses split and how far credit moved
+        steps = torch.where(valid, signals["step_ids"], torch.zeros_like(signals["step_ids"]))
+        out.metrics["tokens/steps_per_response"] = float((steps.max(1).values + 1).float().mean())
+        out.metrics["tokens/weight_sd"] = float(w_rows[valid].std()) if int(valid.sum()) > 1 else 0.0
+    if "region_attention" in signals:
+        out.metrics["tokens/region_attention"] = float(signals["region_attention"][valid].mean())
     if "visual_dependency" in signals:
         out.metrics["tokens/visual_dependency"] = float(signals["visual_dependency"][valid].mean())
         out.metrics["tokens/dependent_frac"] = float((signals["visual_dependency"][valid] > DEPENDENT).float().mean())

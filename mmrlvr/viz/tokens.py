@@ -170,3 +170,23 @@ def role_summary(records: Sequence[dict]) -> dict:
             weights[lab] += float(w)
     total = sum(counts.values()) or 1
     return {r: {"share": counts[r] / total, "mean_weight": weights[r] / counts[r] if counts[r] else None} for r in ROLES}
+
+
+def step_table(record: dict) -> list[dict]:
+    """One KAWHI completion's steps (a token_roles record with the `step_ids` signal): per step its
+    text, token count, mean region attention, mean entropy and (constant within the step) weight."""
+    sig = record["signals"]
+    if "step_ids" not in sig:
+        raise KeyError("step_table needs a record written with token_weighting.method=kawhi (signal step_ids)")
+    rows: dict[int, dict] = {}
+    for i, k in enumerate(int(x) for x in sig["step_ids"]):
+        r = rows.setdefault(k, {"step": k, "text": "", "tokens": 0, "region_attention": 0.0, "entropy": 0.0,
+                                "weight": record["weights"][i]})
+        r["text"] += record["tokens"][i]
+        r["tokens"] += 1
+        r["region_attention"] += sig.get("region_attention", [0.0] * (i + 1))[i]
+        r["entropy"] += sig.get("entropy", [0.0] * (i + 1))[i]
+    for r in rows.values():
+        r["region_attention"] /= r["tokens"]
+        r["entropy"] /= r["tokens"]
+    return [rows[k] for k in sorted(rows)]

@@ -181,7 +181,7 @@ def test_entropy_topk_method_and_none():
 def test_missing_signal_and_unknown_method_are_clear_errors():
     with pytest.raises(KeyError, match="needs signals"):
         token_weights("vppo", {"entropy": torch.zeros(1, 1)}, torch.ones(1, 1))
-    with pytest.raises(KeyError, match="known: entropy_topk, none, pepo, tor, vppo"):
+    with pytest.raises(KeyError, match="known: entropy_topk, kawhi, none, pepo, tor, vppo"):
         token_weights("bogus", {}, torch.ones(1, 1))
 
 
@@ -203,6 +203,8 @@ def batches(draw):
         "entropy": torch.rand(n, t, generator=g) * 3,
         "visual_dependency": visual_dependency(logp, corrupt, mask),
         "visual_similarity": torch.rand(n, t, generator=g) * 2 - 1,
+        "region_attention": torch.rand(n, t, generator=g) * 0.5,
+        "step_ids": (torch.rand(n, t, generator=g) < 0.3).long().cumsum(1),
     }
     extra = draw(st.integers(1, 3))
     return signals, mask, extra, draw(st.floats(0.0, 1.0))
@@ -233,6 +235,11 @@ def test_weights_average_to_one_where_promised(data):
         return
     # tor: mean 1 over the batch's valid tokens
     assert token_weights("tor", signals, mask)[valid].mean().item() == pytest.approx(1.0, abs=1e-4)
+    # kawhi: mean 1 over each response's valid tokens
+    w = token_weights("kawhi", signals, mask)
+    for i in range(mask.shape[0]):
+        if valid[i].any():
+            assert w[i][valid[i]].mean().item() == pytest.approx(1.0, abs=1e-4)
     # pepo: mean 1 over each response's valid tokens, at any progress
     w = token_weights("pepo", signals, mask, progress=progress)
     for i in range(mask.shape[0]):

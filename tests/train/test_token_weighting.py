@@ -189,7 +189,7 @@ def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("override, match", [
-    ("token_weighting.method=vpo", "token_weighting.method='vpo': one of entropy_topk, none, pepo, tor, vppo"),
+    ("token_weighting.method=vpo", "token_weighting.method='vpo': one of entropy_topk, kawhi, none, pepo, tor, vppo"),
     ("token_weighting.top_frac=0", "token_weighting.top_frac=0.0: expected a number in"),
     ("token_weighting.corrupt_prob=1.5", "token_weighting.corrupt_prob=1.5: expected a probability"),
     ("token_weighting.tor_other=-1", "token_weighting.tor_other=-1.0: expected a finite number >= 0"),

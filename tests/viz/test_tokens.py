@@ -91,3 +91,19 @@ def test_png_writes_each_weight_under_its_token():
     assert " 3" in texts and "\u21b5" in texts  # byte-level space and newline made visible
     fig = plot_token_roles(_record(), show_weights=False)
     assert "2.00" not in [t.get_text() for t in fig.axes[0].texts]
+
+
+def test_step_table_groups_a_kawhi_record_by_step():
+    from mmrlvr.viz.tokens import step_table
+
+    rec = {"tokens": ["Row", " red.", " So", " 2."], "weights": [1.5, 1.5, 0.5, 0.5],
+           "signals": {"step_ids": [0, 0, 1, 1], "region_attention": [0.2, 0.4, 0.0, 0.1], "entropy": [1.0, 3.0, 0.5, 0.5]}}
+    got = step_table(rec)
+    assert [r["text"] for r in got] == ["Row red.", " So 2."]
+    assert [r["tokens"] for r in got] == [2, 2] and [r["weight"] for r in got] == [1.5, 0.5]
+    assert [round(r["region_attention"], 6) for r in got] == [0.3, 0.05]
+    assert [r["entropy"] for r in got] == [2.0, 0.5]
+    import pytest
+
+    with pytest.raises(KeyError, match="step_ids"):
+        step_table({"tokens": [], "weights": [], "signals": {}})
