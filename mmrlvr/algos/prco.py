@@ -17,27 +17,14 @@ from __future__ import annotations
 
 import torch
 
+from mmrlvr.algos.hints import leaks_answer
+
 LEAK_GATES = ("verifier+string", "verifier", "none")
 ACCEPTED = 0.5  # a verifier score above this is a correct answer (HiLL's POSITIVE_THRESHOLD)
 
-_SHORT_PATTERNS = ("= {g}", "equals {g}", "is {g}", "answer is {g}", "answer: {g}", "result is {g}",
-                   "value is {g}", "equal to {g}")
-
-
-def string_leak(text: str, gold: str) -> bool:
-    """HiLL's `check_answer_leaking_string_match` (hinter_utils.py:80-132): `\\boxed{gold}` in the
-    text; for a gold of 1-2 characters one of a few revealing phrases ("is 3", "= 3", ...,
-    case-insensitive); else the gold as a substring (case-sensitive, then case-insensitive). An
-    empty gold never leaks."""
-    g, t = str(gold).strip(), text.strip()
-    if not g:
-        return False
-    if f"\\boxed{{{g}}}" in t:
-        return True
-    if len(g) <= 2:
-        low = t.lower()
-        return any(p.format(g=g).lower() in low for p in _SHORT_PATTERNS)
-    return g in t or g.lower() in t.lower()
+def string_leak(text: str, gold) -> bool:
+    """HiLL's string gate (`mmrlvr.algos.hints.leaks_answer`, their hinter_utils.py:80-132), the gold as text."""
+    return leaks_answer(text, str(gold))
 
 
 def leaked(captions: list[str], golds: list, caption_scores: torch.Tensor, gate: str) -> torch.Tensor:

@@ -20,6 +20,7 @@ import dataclasses
 
 from mmrlvr.algos.hints import REWARD_TYPES
 from mmrlvr.rollout.episodes import EPISODES, Episode
+from mmrlvr.rollout.refine import question_text
 from mmrlvr.types import Sample
 
 HINTER_TEMPLATE = """You are a Pedagogical Hint Generator for a Mathematical Reasoner.
@@ -135,19 +136,6 @@ def settings_problems(cfg) -> list[str]:
     return out
 
 
-def question_of(sample: Sample) -> str:
-    """The text of the sample's last user message (its last text part)."""
-    for message in reversed(sample.messages):
-        if message.get("role") != "user":
-            continue
-        content = message.get("content")
-        if isinstance(content, str):
-            return content
-        texts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        return texts[-1] if texts else ""
-    return ""
-
-
 def solution_of(sample: Sample) -> str:
     """The reference solution shown to the hinter: `meta["solution"]` where the task has one (HiLL's
     `solution` field, HT:265), else the reference answer itself (ours: most tasks have no worked solution)."""
@@ -174,7 +162,7 @@ def _media_parts(sample: Sample) -> list[dict]:
 def hinter_sample(sample: Sample, attempt: str, template: str = HINTER_TEMPLATE) -> Sample:
     """The hinter's prompt for a failed group: one user message, the prompt's media first (ours: HiLL
     is text-only), then the template with the question, the failed answer and the solution (HU:167-198)."""
-    text = (template.replace("{original_question}", question_of(sample))
+    text = (template.replace("{original_question}", question_text(sample))
             .replace("{rollout_responses}", attempt).replace("{ground_truth_solution}", solution_of(sample)))
     media = _media_parts(sample)
     content = [*media, {"type": "text", "text": text}] if media else text
@@ -185,7 +173,7 @@ def hinter_sample(sample: Sample, attempt: str, template: str = HINTER_TEMPLATE)
 def hinted_sample(sample: Sample, hint: str, m: int) -> Sample:
     """The prompt with the hint appended to its question after one blank line, no prefix (HU:204-214);
     the system turn, images and reference stay. `m` numbers the hint in the id."""
-    question = question_of(sample)
+    question = question_text(sample)
     text = f"{question.strip()}\n\n{hint.strip()}"
     messages = list(sample.messages)
     for i in range(len(messages) - 1, -1, -1):
