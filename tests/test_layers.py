@@ -164,18 +164,10 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-# The one circle still standing: episodes.py holds the episode registry and loads the built-in
-# episodes (refine, tools, ...) that register into it. It goes when Turn, EpisodeState and the
-# registry move to a leaf module, which waits until the episodes being added alongside have landed.
-WAITING = {"mmrlvr.rollout.episodes"}
-
-
 def test_no_import_circles():
     """No module needs a module that needs it back, lazily or not, in mmrlvr/, tasks/ or benchmarks/:
     a circle is what makes `python -c "import X"` fail in a fresh interpreter for some X."""
-    circles = import_circles(import_graph())
-    left = [c for c in circles if not (WAITING & set(c) and all(m.startswith("mmrlvr.rollout.") for m in c))]
-    assert left == []
+    assert import_circles(import_graph()) == []
 
 
 def test_the_circle_check_sees_lazy_and_bare_benchmark_imports():

@@ -26,70 +26,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from mmrlvr.data.collate import select_rows
 from mmrlvr.rollout.continuation import continue_turn
-from mmrlvr.registry import Registry
+from mmrlvr.rollout.episode_registry import (EPISODES, Episode, EpisodeState, Turn,  # noqa: F401 - re-exported
+                                             register_episode)
 from mmrlvr.types import Completion, Sample
-
-
-@dataclasses.dataclass(frozen=True)
-class Turn:
-    """A turn function's answer. `message`: a chat message to insert (its `content` a string, or a
-    list of parts where `{"type": "image"}` parts take `images` in order); None with `end` True
-    ends the episode, `reason` saying why (counted in `episode/ended_by/<reason>`)."""
-
-    message: dict | None = None
-    images: tuple = ()
-    end: bool = False
-    reason: str = "done"
-    role: str | None = None  # the role of the policy turn that follows (default: the episode's)
-    context_only: bool = False  # the policy's turns so far become context (loss mask 0, not trained)
-
-
-@dataclasses.dataclass
-class EpisodeState:
-    """What a turn function reads: the prompt, the policy's turns so far and what was inserted."""
-
-    sample: Sample
-    turns: list  # the policy's turn texts, in order
-    inserted_images: int = 0
-    roles: list = dataclasses.field(default_factory=list)  # the role of each policy turn
-    max_pixels: int = 12544  # the processor's per-image pixel limit (what an inserted image may use)
-    phase: str = ""  # the episode's phase this step (`Episode.phase`; "eval" in evaluation)
-    args: dict = dataclasses.field(default_factory=dict)  # rollout.episode_args
-
-
-@dataclasses.dataclass(frozen=True)
-class Episode:
-    """A registered episode: its turn function (None: one turn) and the role of its first turn."""
-
-    turn: Callable[[EpisodeState], Turn] | None
-    first_role: str = "policy"
-    phase: Callable[[int], str] | None = None  # step -> phase name, for episodes that alternate
-    shared_first: tuple = ()  # phases whose first turn is one response per prompt, shared by its G episodes
-    args: tuple = ()  # the names rollout.episode_args may set (text or number values)
-    prompt: Callable | None = None  # (sample, args) -> the sample the first turn answers (a role's own prompt)
-    evaluate: Callable | None = None  # (engine, prompts, k, rollout_cfg, seed, **kw) -> output, for evaluation
-    check: Callable[[Any], list] | None = None  # cfg -> one line per setting the episode refuses (validation)
-
-
-EPISODES: Registry = Registry("episode")
-
-
-def register_episode(name: str, first_role: str = "policy", phase: Callable[[int], str] | None = None,
-                     shared_first: tuple = (), args: tuple = (), **hooks):
-    """`@register_episode("tools")` on a turn function `fn(state: EpisodeState) -> Turn` (or None:
-    one turn); `phase` maps the RL step to a phase the turn function reads (`state.phase`); in the
-    phases named by `shared_first` the G episodes of a prompt continue one first response (G
-    refinements of one answer); `hooks`: Episode's `prompt`, `evaluate`, `check`."""
-    def deco(fn):
-        EPISODES.register(name)(Episode(fn, first_role, phase, tuple(shared_first), tuple(args), **hooks))
-        return fn
-    return deco
 
 
 def episode_prompts(rollout_cfg, prompts: list[Sample]) -> list[Sample]:
@@ -97,9 +42,6 @@ def episode_prompts(rollout_cfg, prompts: list[Sample]) -> list[Sample]:
     ep = episode_for(getattr(rollout_cfg, "episode", "single"))
     args = dict(getattr(rollout_cfg, "episode_args", None) or {})
     return prompts if ep.prompt is None else [ep.prompt(p, args) for p in prompts]
-
-
-EPISODES.register("single")(Episode(None))
 
 
 def episode_for(name: str) -> Episode:
@@ -280,38 +222,6 @@ def image_pixel_limit(processor, default: int = 12544) -> int:
         if value:
             return int(value)
     return default
-
-
-def context_inputs(prompt_inputs: dict, rows: list) -> dict:
-    """Model inputs (left padded) of prompt + completion so far for each row, media included."""
-    seqs, types, pixels, grids = [], [], [], []
-    for r in rows:
-        one = select_rows(prompt_inputs, [r.prompt_row])
-        keep = one["attention_mask"][0].bool()
-        seqs.append(one["input_ids"][0][keep].tolist() + r.ids)
-        base_types = one.get("mm_token_type_ids", torch.zeros_like(one["input_ids"]))[0][keep].tolist()
-        types.append(base_types + r.types)
-        if "pixel_values" in one:
-            pixels.append(one["pixel_values"])
-            grids.append(one["image_grid_thw"])
-        pixels += r.pixel
-        grids += r.grid
-    width = max(len(s) for s in seqs)
-    pad = 0
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    tt = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (s, ty) in enumerate(zip(seqs, types)):
-        ids[i, width - len(s):] = torch.tensor(s)
-        mask[i, width - len(s):] = 1
-        tt[i, width - len(s):] = torch.tensor(ty)
-    inputs: dict = {"input_ids": ids, "attention_mask": mask}
-    if "mm_token_type_ids" in prompt_inputs:
-        inputs["mm_token_type_ids"] = tt
-    if pixels:
-        inputs["pixel_values"] = torch.cat(pixels)
-        inputs["image_grid_thw"] = torch.cat(grids)
-    return inputs
 
 
 def _episode_output(out, rows: list, pad_id: int):

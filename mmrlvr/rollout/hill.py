@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from mmrlvr.algos.hints import REWARD_TYPES
-from mmrlvr.rollout.episodes import EPISODES, Episode
+from mmrlvr.rollout.episode_registry import EPISODES, Episode
 from mmrlvr.rollout.refine import question_text
 from mmrlvr.types import Sample
 

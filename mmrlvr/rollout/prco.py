@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from mmrlvr.algos.prco import LEAK_GATES
-from mmrlvr.rollout.episodes import register_episode
+from mmrlvr.rollout.episode_registry import register_episode
 from mmrlvr.types import Sample
 
 OBSERVER_TEMPLATE = (

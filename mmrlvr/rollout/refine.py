@@ -20,7 +20,7 @@ Evaluation runs both turns greedily and scores the refined answer. Rewards are l
 
 from __future__ import annotations
 
-from mmrlvr.rollout.episodes import EpisodeState, Turn, register_episode
+from mmrlvr.rollout.episode_registry import EpisodeState, Turn, register_episode
 
 REFINE_PROMPT = (
     "Follow this instruction, carefully review your previous solution:\n"

@@ -12,7 +12,7 @@ had in the whole image. The episode ends when a turn makes no tool call (its ans
 from __future__ import annotations
 
 from mmrlvr.data.zoom import MIN_SIDE, RESULT_TEXT, ZOOM, box_problem, parse_call, zoom, zoom_size  # noqa: F401
-from mmrlvr.rollout.episodes import EpisodeState, Turn, register_episode
+from mmrlvr.rollout.episode_registry import EpisodeState, Turn, register_episode
 
 
 @register_episode("tools")
