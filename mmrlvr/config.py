@@ -165,20 +165,20 @@ class TrainConfig:
     chunked_head: bool = True
     """The output layer in blocks of 4M logits, each recomputed in the backward, where a micro-batch's completion
     logits are larger (wide vocabularies: 321 MB at 151,936 x 16 rows x 33 tokens), in the update and the supervised
-    warm start; false: whole logits."""
+    warm start (`mmrlvr.models.patches.chunked_head`); false: whole logits."""
     recompute_mlp: bool = True
     """The language model's gated MLPs keep gate(x) and up(x) for the backward and recompute the activation and the
-    product there (`mmrlvr.train.gated_mlp`): 2 of 4 intermediate-size tensors per token and layer, the same
+    product there (`mmrlvr.models.patches.gated_mlp`): 2 of 4 intermediate-size tensors per token and layer, the same
     gradients bit for bit, in the update and the supervised warm start; false: autograd keeps all four."""
     recompute_norm: bool = True
     """The language model's RMSNorms, fed bf16 or fp16, keep only their input for the backward and recompute the rest
-    there (`mmrlvr.train.rms_norm`): 2 bytes an element instead of 6, the same gradients bit for bit, in the update and
-    the supervised warm start; float32 models are unaffected; false: autograd keeps the float32 copy and the normed
-    tensor."""
+    there (`mmrlvr.models.patches.rms_norm`): 2 bytes an element instead of 6, the same gradients bit for bit, in the
+    update and the supervised warm start; float32 models are unaffected; false: autograd keeps the float32 copy and the
+    normed tensor."""
     mask_once: bool = True
     """The language model's attention layers share one additive copy of the boolean attention mask, made once per
-    forward, instead of SDPA making and keeping one per layer (`mmrlvr.train.attention_mask`): the same numbers bit for
-    bit, in the update and the supervised warm start; false: one copy per layer."""
+    forward, instead of SDPA making and keeping one per layer (`mmrlvr.models.patches.attention_mask`): the same
+    numbers bit for bit, in the update and the supervised warm start; false: one copy per layer."""
     micro_batch_tokens: int | None = None
     """Most tokens one learner forward computes (update, reference, pi_old, token signals): rows are grouped by
     length into micro-batches whose tokens as the forward pays for them (each prompt once per group under

@@ -14,7 +14,7 @@ from mlp_memory import child  # noqa: E402
 
 
 def test_the_measured_saving_is_the_two_tensors_per_call(monkeypatch):
-    from mmrlvr.train import gated_mlp
+    from mmrlvr.models.patches import gated_mlp
 
     positions = []
     real = gated_mlp._GatedDown.apply
@@ -29,7 +29,7 @@ def test_the_measured_saving_is_the_two_tensors_per_call(monkeypatch):
 
 
 def test_the_measured_mask_saving_is_the_copies_per_layer(monkeypatch):
-    from mmrlvr.train import attention_mask
+    from mmrlvr.models.patches import attention_mask
 
     made = []
     real = attention_mask.additive_mask
@@ -64,7 +64,7 @@ def test_rss_peak_sees_a_temporary_allocation():
 def test_the_measured_norm_saving_in_bfloat16(monkeypatch):
     """bf16 weights: each swapped call keeps the bf16 input instead of the float32 copy, the root
     and the normed tensor; the update's weights are the same."""
-    from mmrlvr.train import rms_norm
+    from mmrlvr.models.patches import rms_norm
 
     calls = []
     real = rms_norm._RMSNorm.apply

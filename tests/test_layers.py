@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     # settings and plain records every layer reads
     {"types", "config", "config_keys", "config_efficiency", "config_limits", "config_methods", "config_rollout", "registry", "jsonl"},
-    # data in, models, verifiers, RL math: none knows about training
+    # data in, models, verifiers, RL math: none knows about training (models/patches too: the memory
+    # patches of the forward, which training enters around its own forward)
     {"data", "models", "verifiers", "algos"},
     # task definitions (built from data + verifiers); viz draws what the layers below produce
     # (a leaf for notebooks: it never imports training code)

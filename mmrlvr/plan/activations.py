@@ -94,8 +94,9 @@ def mask_bytes(f: Forward, layers: int) -> float:
 
 def head_bytes(s: ModelShape, f: Forward) -> float:
     """The output layer's share in the loss's backward: the final hidden states, float32 logit blocks and
-    the float32 (V, H) weight-gradient buffer (chunked, `mmrlvr.train.head`), or the whole (rows, T, V)
-    logits in the model's dtype plus their float32 softmax work (four copies) and the weight's gradient."""
+    the float32 (V, H) weight-gradient buffer (chunked, `mmrlvr.models.patches.chunked_head`), or the whole
+    (rows, T, V) logits in the model's dtype plus their float32 softmax work (four copies) and the weight's
+    gradient."""
     b = DTYPE_BYTES[f.dtype]
     positions = f.rows * f.completion
     whole = positions * s.vocab

@@ -11,11 +11,11 @@ import torch
 from mmrlvr.data.collate import join_prompt_completion, select_rows  # noqa: F401 (join_prompt_completion: re-exported)
 from mmrlvr.models.wrapping import base_model, unwrap
 from mmrlvr.models.adapters import features_per_row, model_adapter
+from mmrlvr.models.patches.attention_mask import masks_once
+from mmrlvr.models.patches.chunked_head import head_logprobs, kept_head_input, output_layer, why_not_chunked
+from mmrlvr.models.patches.gated_mlp import recomputed_gated_mlps
+from mmrlvr.models.patches.rms_norm import recomputed_rms_norms
 from mmrlvr.rollout.prefill import prompt_cache, why_not_shared
-from mmrlvr.train.attention_mask import masks_once
-from mmrlvr.train.gated_mlp import recomputed_gated_mlps
-from mmrlvr.train.rms_norm import recomputed_rms_norms
-from mmrlvr.train.head import head_logprobs, kept_head_input, output_layer, why_not_chunked
 
 _MEDIA = (("image", "pixel_values", "image_grid_thw", "_n_images"),
           ("video", "pixel_values_videos", "video_grid_thw", "_n_videos"))
@@ -156,11 +156,13 @@ def completion_logprobs(
     the rows so that those (n, T, V) logits stay bounded. `prompt_once`: each distinct prompt's
     forward once (`prompt_once_logits`) where the rows and the model allow it. `chunked_head`:
     the output layer runs in blocks of positions recomputed in the backward, so the (n, T, V)
-    logits never exist (`mmrlvr.train.head`), where they exceed one block of `CHUNK_ELEMENTS`.
-    `recompute_mlp`: the gated MLPs keep 2 of their 4 (n, T, I) tensors for the backward
-    (`mmrlvr.train.gated_mlp`). `mask_once`: the attention layers share one additive copy of the
-    boolean mask instead of keeping one each (`mmrlvr.train.attention_mask`). `recompute_norm`: RMSNorms
-    fed bf16 / fp16 keep only their input for the backward (`mmrlvr.train.rms_norm`)."""
+    logits never exist (`mmrlvr.models.patches.chunked_head`), where they exceed one block of
+    `CHUNK_ELEMENTS`. `recompute_mlp`: the gated MLPs keep 2 of their 4 (n, T, I) tensors for the
+    backward (`mmrlvr.models.patches.gated_mlp`). `mask_once`: the attention layers share one
+    additive copy of the boolean mask instead of keeping one each
+    (`mmrlvr.models.patches.attention_mask`). `recompute_norm`: RMSNorms fed bf16 / fp16 keep only
+    their input for the backward (`mmrlvr.models.patches.rms_norm`). The patches are entered here,
+    for the length of this one forward, and undone on leaving it (`mmrlvr.models.patches`)."""
     t = completion_ids.shape[1]
     blocks = chunked_head and why_not_chunked(model, completion_ids.numel(), CHUNK_ELEMENTS) is None
     head = output_layer(model) if blocks else None

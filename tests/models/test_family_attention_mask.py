@@ -1,4 +1,4 @@
-"""One additive attention mask per learner forward (`mmrlvr.train.attention_mask`), in every tiny
+"""One additive attention mask per learner forward (`mmrlvr.models.patches.attention_mask`), in every tiny
 family: bit-identical log-probs, entropies and parameter gradients through the learner's forward
 (joined and prompt-once, image and video, mixed completion lengths, temperature 0.8, an entropy
 term), exactly (layers - 1) fewer mask copies kept per boolean mask, and the hooks gone
@@ -14,11 +14,11 @@ import torch.nn.functional as F
 
 from mmrlvr.models.families import FAMILIES
 from mmrlvr.models.wrapping import base_model
-from mmrlvr.train import attention_mask as am
+from mmrlvr.models.patches import attention_mask as am
 from mmrlvr.train.logprobs import completion_logprobs
 from tests.models.test_family_gated_mlp import _batch
 from tests.models.test_family_prompt_once import VIDEO_FAMILIES
-from tests.train.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
+from tests.models.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
 
 
 def _text_attentions(model):

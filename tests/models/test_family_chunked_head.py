@@ -1,4 +1,4 @@
-"""The output layer in blocks (`mmrlvr.train.head`) against whole logits, in every tiny family: the
+"""The output layer in blocks (`mmrlvr.models.patches.chunked_head`) against whole logits, in every tiny family: the
 same log-probs, entropies and parameter gradients, through the joined forward and the prompt-once
 forward, with blocks of 16 positions (so a block ends inside a row) over mixed completion lengths;
 no call of the output layer ever sees more than one block, in the forward or the backward."""
@@ -12,7 +12,7 @@ from mmrlvr.config import RolloutConfig
 from mmrlvr.data.collate import repeat_prompts, select_rows
 from mmrlvr.models.families import FAMILIES
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train import head as headmod
+from mmrlvr.models.patches import chunked_head as headmod
 from mmrlvr.train import logprobs as lpmod
 from mmrlvr.train.logprobs import completion_logprobs
 from tests.models.test_family_prompt_once import G, ROWS

@@ -1,4 +1,4 @@
-"""The gated MLPs with activation and product recomputed in the backward (`mmrlvr.train.gated_mlp`),
+"""The gated MLPs with activation and product recomputed in the backward (`mmrlvr.models.patches.gated_mlp`),
 in every tiny family: bit-identical log-probs, entropies and parameter gradients through the
 learner's forward (joined and prompt-once, image and video, mixed completion lengths, temperature
 0.8, an entropy term, one frozen down_proj), exactly two fewer (n, T, I) tensors kept per layer,
@@ -16,11 +16,11 @@ from mmrlvr.data.collate import repeat_prompts, select_rows
 from mmrlvr.models.families import FAMILIES
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train import gated_mlp as gm
+from mmrlvr.models.patches import gated_mlp as gm
 from mmrlvr.train.logprobs import completion_logprobs
 from tests.models.test_family_prompt_once import G, ROWS, VIDEO_FAMILIES
 from tests.rollout.test_shared_prefill import mixed_prompts
-from tests.train.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
+from tests.models.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
 
 
 def _batch(model, processor, media):

@@ -1,4 +1,4 @@
-"""RMSNorms in bf16 keeping only their input for the backward (`mmrlvr.train.rms_norm`), in every
+"""RMSNorms in bf16 keeping only their input for the backward (`mmrlvr.models.patches.rms_norm`), in every
 tiny family whose norm this is: bit-identical log-probs, entropies and parameter gradients
 through the learner's forward (joined and prompt-once, image and video, mixed completion lengths,
 temperature 0.8, an entropy term, a LoRA policy with frozen norms), exactly the float32 copy and
@@ -12,11 +12,11 @@ import torch
 
 from mmrlvr.models.families import FAMILIES
 from mmrlvr.models.wrapping import base_model
-from mmrlvr.train import rms_norm as rn
+from mmrlvr.models.patches import rms_norm as rn
 from mmrlvr.train.logprobs import completion_logprobs
 from tests.models.test_family_gated_mlp import _batch
 from tests.models.test_family_prompt_once import VIDEO_FAMILIES
-from tests.train.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
+from tests.models.test_swaps import assert_swaps_nothing_without_grad_autocast_or_the_setting
 
 NORMED = [f for f in FAMILIES if f != "gemma3"]  # Gemma 3's norm scales by (1 + weight) in float32: not swapped
 

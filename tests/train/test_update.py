@@ -150,7 +150,7 @@ def test_overlong_penalty_lowers_the_reward_of_long_completions():
 def test_recomputed_mlps_change_no_weight_and_follow_the_setting(fresh_tiny, monkeypatch, grad_accum):
     """`train.recompute_mlp` reaches the learner's forward (each MLP's forward runs the recomputing
     function when on, never when off), and the update's weight deltas are bit-identical."""
-    from mmrlvr.train import gated_mlp
+    from mmrlvr.models.patches import gated_mlp
 
     model, processor = fresh_tiny
     calls = []
@@ -176,7 +176,7 @@ def test_recomputed_mlps_change_no_weight_and_follow_the_setting(fresh_tiny, mon
 def test_one_attention_mask_per_forward_changes_no_weight_and_follows_the_setting(fresh_tiny, monkeypatch, grad_accum):
     """`train.mask_once` reaches the learner's forward (each boolean mask is made additive once per
     forward when on, never when off), and the update's weight deltas are bit-identical."""
-    from mmrlvr.train import attention_mask
+    from mmrlvr.models.patches import attention_mask
 
     model, processor = fresh_tiny
     made = []

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from mmrlvr.models.wrapping import base_model, params_sharded
-from mmrlvr.train.swaps import checkpointed, swap_allowed
+from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
 GATED_MLPS = ("Qwen2MLP", "Qwen3VLTextMLP", "Gemma3MLP", "LlamaMLP")
 """MLP classes whose forward is `down_proj(act_fn(gate_proj(x)) * up_proj(x))` (transformers 5)."""

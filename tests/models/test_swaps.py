@@ -1,10 +1,10 @@
-"""The conditions the learner-forward swaps share (`mmrlvr.train.swaps`)."""
+"""The conditions the learner-forward swaps share (`mmrlvr.models.patches.swaps`)."""
 
 from __future__ import annotations
 
 import torch
 
-from mmrlvr.train.swaps import checkpointed, swap_allowed
+from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
 
 def assert_swaps_nothing_without_grad_autocast_or_the_setting(swap, model) -> None:

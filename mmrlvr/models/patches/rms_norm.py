@@ -25,7 +25,7 @@ import contextlib
 import torch
 
 from mmrlvr.models.wrapping import base_model, params_sharded
-from mmrlvr.train.swaps import checkpointed, swap_allowed
+from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
 RMS_NORMS = ("Qwen2RMSNorm", "Qwen2_5_VLRMSNorm", "Qwen2VLRMSNorm", "Qwen3VLTextRMSNorm", "LlamaRMSNorm")
 """Classes whose forward is exactly `weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(dtype)` (transformers 5)."""

@@ -25,7 +25,7 @@ import contextlib
 import torch
 
 from mmrlvr.models.wrapping import base_model
-from mmrlvr.train.swaps import checkpointed, swap_allowed
+from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
 TEXT_ATTENTIONS = ("Qwen2_5_VLAttention", "Qwen2VLAttention", "Qwen3VLTextAttention", "Gemma3Attention",
                    "LlamaAttention", "Qwen2Attention")
