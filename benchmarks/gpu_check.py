@@ -174,7 +174,7 @@ def run(args) -> dict:
     from mmrlvr.plan.command import plan_config
     from mmrlvr.train.loop import _learner_and_engine
     from mmrlvr.train.step import advantages_for
-    from mmrlvr.validate import validate_config
+    from mmrlvr.config.validate import validate_config
 
     cuda = not args.cpu
     if cuda and not torch.cuda.is_available():

@@ -26,7 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from mmrlvr.config import Config, ConfigError, short, RewardTerm, _build, build_config, load_config, to_dict
+from mmrlvr.config import Config, ConfigError, short, RewardTerm, build_config, load_config, to_dict
+from mmrlvr.config.schema import _build
 from mmrlvr.data.staged import STAGED, commit, staged_folder
 
 _LOADER = '''"""Reward callables handed to mmrlvr.run, pickled by value (written by mmrlvr.api; rerunnable).
@@ -303,7 +304,7 @@ def run(config: str | Path | dict | Config, *, train_data=None, eval_data=None,
 def _run(config, train_data, eval_data, rewards, overrides) -> dict:
     from mmrlvr.train.loop import train
     from mmrlvr.train.run_dir import acquire_lock, release_lock
-    from mmrlvr.validate import validate_config
+    from mmrlvr.config.validate import validate_config
 
     cfg = validate_config(as_config(config, overrides))  # bad settings named before anything is written
     inputs = check_inputs(cfg, train_data, eval_data, rewards)

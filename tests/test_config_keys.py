@@ -6,7 +6,7 @@ import pytest
 from mmrlvr.api import as_config
 from mmrlvr.cli import main
 from mmrlvr.config import Config, ConfigError, load_config
-from mmrlvr.config_keys import did_you_mean, schema_keys
+from mmrlvr.config.keys import did_you_mean, schema_keys
 
 
 def _error(path, overrides) -> str:
@@ -64,7 +64,7 @@ def test_cli_prints_one_line_blaming_the_override(capsys):
 
 
 def test_a_near_miss_task_argument_is_named():
-    from mmrlvr.validate import config_errors
+    from mmrlvr.config.validate import config_errors
 
     errors = config_errors(load_config("configs/quickstart.yaml", ["task.args.max_redd=3", "task.args.zzz=1"]))
     assert [e for e in errors if e.startswith("task.args.max_redd=3:")] == [

@@ -5,7 +5,7 @@ import pytest
 
 from mmrlvr.cli import main
 from mmrlvr.config import ConfigError, load_config
-from mmrlvr.validate import RULES, config_errors, validate_config
+from mmrlvr.config.validate import RULES, config_errors, validate_config
 
 BROKEN_PLUGIN = "def fn(completion, sample):\n    return 1.0\nraise RuntimeError('import-time failure')\n"
 
@@ -152,6 +152,6 @@ def test_vllm_engine_without_vllm_is_one_line_before_the_model_loads(no_model, t
     # with vLLM importable the same config passes validation (the check asks for the package, nothing else)
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
     from mmrlvr.config import load_config
-    from mmrlvr.validate import config_errors
+    from mmrlvr.config.validate import config_errors
 
     assert config_errors(load_config("configs/quickstart.yaml", ["rollout.engine=vllm", f"output_dir={tmp_path}"])) == []

@@ -2,7 +2,7 @@
 its key, and what arrol needs of the rest of the config is named only when it is on."""
 
 from mmrlvr.config import load_config
-from mmrlvr.validate import config_errors
+from mmrlvr.config.validate import config_errors
 
 A = "sample_efficiency.arrol"
 

@@ -5,8 +5,8 @@ task sizes. Hand-computed from the tiny model's config."""
 import pytest
 
 from mmrlvr.config import load_config
-from mmrlvr.validate import config_errors
-from mmrlvr.validate_bounds import PROMPT_TOKENS, TINY_CONTEXT, generate_bytes, text_config
+from mmrlvr.config.validate import config_errors
+from mmrlvr.config.bounds import PROMPT_TOKENS, TINY_CONTEXT, generate_bytes, text_config
 
 
 def _errors(*overrides):

@@ -5,8 +5,8 @@ import pytest
 
 from mmrlvr.cli import main
 from mmrlvr.config import load_config, save_config
-from mmrlvr.config_efficiency import max_reward
-from mmrlvr.validate import config_errors
+from mmrlvr.config.efficiency import max_reward
+from mmrlvr.config.validate import config_errors
 
 SE = "sample_efficiency"
 CASES = [

@@ -1,7 +1,7 @@
 """Bounds that contradict each other, and fractions a NaN would switch off, stop before the model loads."""
 
 from mmrlvr.config import load_config
-from mmrlvr.validate import config_errors
+from mmrlvr.config.validate import config_errors
 
 
 def test_min_above_max_and_nan_fractions():

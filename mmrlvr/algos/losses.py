@@ -7,7 +7,7 @@ The policy losses are registered in `POLICY_LOSSES` by their `algo.importance_le
 `policy_loss` looks one up. A new loss is one registered function
 `fn(logprobs, old_logprobs, advantages, mask, **options) -> (loss, stats)` (the options are
 `policy_loss`'s keywords) plus its name in the validation's `IMPORTANCE_LEVELS`
-(mmrlvr/validate.py; a test holds the two equal).
+(mmrlvr/config/validate.py; a test holds the two equal).
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class BetaPosteriors:
 @dataclass(frozen=True)
 class DbbOptions:
     """What `dbb_advantages` reads instead of the whole config: `sample_efficiency.dbb`'s settings
-    and `max_reward`, the largest reward the verifiers give (`mmrlvr.config_efficiency.max_reward`)."""
+    and `max_reward`, the largest reward the verifiers give (`mmrlvr.config.efficiency.max_reward`)."""
 
     lam: float = 0.9
     eps: float = 1e-6

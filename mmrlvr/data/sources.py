@@ -123,7 +123,7 @@ def prompt_source(train_set: Sequence[Sample], cfg) -> "PromptSource":
     rp = cfg.sample_efficiency.replay
     if not rp.enabled:
         return SeededStream(train_set, cfg.seed)
-    from mmrlvr.config_efficiency import max_reward
+    from mmrlvr.config.efficiency import max_reward
 
     return PromptReplay(train_set, cfg.seed, fraction=rp.fraction, cooldown=rp.cooldown, max_reuse=rp.max_reuse,
                         min_pass_rate=rp.min_pass_rate, max_pass_rate=rp.max_pass_rate, max_reward=max_reward(cfg))

@@ -103,7 +103,7 @@ def make_pruner(cfg, state: dict | None = None) -> ArrolPruner | None:
     a = cfg.sample_efficiency.arrol
     if not a.enabled:
         return None
-    from mmrlvr.config_efficiency import max_reward
+    from mmrlvr.config.efficiency import max_reward
 
     pruner = ArrolPruner(a, cfg.rollout.group_size, max_reward(cfg))
     if state:

@@ -18,8 +18,8 @@ from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.arrol_eval import head_at_k, load_head
 from mmrlvr.train.evaluate import eval_terms, evaluate
 from mmrlvr.train.setup import set_threads_and_seed, task_args
-from mmrlvr.validate import check_sample_verifiers, validate_config
-from mmrlvr.validate_notes import config_warnings
+from mmrlvr.config.validate import check_sample_verifiers, validate_config
+from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
 

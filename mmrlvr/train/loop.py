@@ -43,8 +43,8 @@ from mmrlvr.train.arrol_round import make_pruner
 from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens, write_token_roles
-from mmrlvr.validate import check_sample_verifiers, validate_config
-from mmrlvr.validate_notes import config_warnings
+from mmrlvr.config.validate import check_sample_verifiers, validate_config
+from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task

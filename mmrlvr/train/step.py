@@ -263,7 +263,7 @@ def _batch(chosen: list[tuple], engine) -> RolloutBatch:
 def dbb_options(cfg):
     """`sample_efficiency.dbb`'s settings and the verifiers' largest reward, as DBB reads them."""
     from mmrlvr.algos.posteriors import DbbOptions
-    from mmrlvr.config_efficiency import max_reward
+    from mmrlvr.config.efficiency import max_reward
 
     d = cfg.sample_efficiency.dbb
     return DbbOptions(lam=d.lam, eps=d.eps, scale=d.scale, include_current=d.include_current, max_reward=max_reward(cfg))

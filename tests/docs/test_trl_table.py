@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from mmrlvr.config import Config
-from mmrlvr.config_keys import schema_keys
+from mmrlvr.config.keys import schema_keys
 
 from .conftest import DOCS
 

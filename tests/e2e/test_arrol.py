@@ -7,7 +7,7 @@ from pathlib import Path
 from mmrlvr.config import load_config
 from mmrlvr.train.eval_cli import run_eval
 from mmrlvr.train.loop import train
-from mmrlvr.validate import config_errors
+from mmrlvr.config.validate import config_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 A = "sample_efficiency.arrol"

@@ -14,7 +14,7 @@ from PIL import Image
 
 from mmrlvr.algos.arrol import balanced_survivors
 from mmrlvr.config import RolloutConfig
-from mmrlvr.config_efficiency import ArrolConfig
+from mmrlvr.config.efficiency import ArrolConfig
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.rollout.segmented import SegmentCounts
 from mmrlvr.train.arrol_round import ArrolPruner, Pending

@@ -8,7 +8,7 @@ import torch
 from mmrlvr.algos.advantages import EstimatorContext
 from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import load_config
-from mmrlvr.config_efficiency import max_reward
+from mmrlvr.config.efficiency import max_reward
 from mmrlvr.data.sources import PromptStats, prompt_source
 from mmrlvr.train.step import advantages_for
 from mmrlvr.types import RolloutBatch, Sample

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
-from mmrlvr.validate_rules import _line
+from mmrlvr.config.rules import _line
 
 PROMPT_TOKENS = 64  # tokens a prompt is counted at (its image and text), for a lower bound
 MAX_GENERATED_SAMPLES = 1_000_000  # a generated task builds (and holds) every sample up front
@@ -91,7 +91,7 @@ def _dtype_bytes(dtype: str | None) -> int:
 
 def check_bounds(cfg) -> Iterable[str]:
     """One line per setting the model or the machine cannot hold (see the module docstring)."""
-    from mmrlvr.validate_rules import _num
+    from mmrlvr.config.rules import _num
 
     r = cfg.rollout
     nums = [r.group_size, r.prompts_per_step, r.max_new_tokens]

@@ -3,7 +3,7 @@
 `load_config("configs/quickstart.yaml", ["train.lr=1e-5", "algo.algorithm=dapo"])`. Every field
 has a default, so a YAML file names only what it changes; an unknown key is an error that says
 which keys exist and which one was probably meant, because a typo silently ignored is a wasted run
-(`mmrlvr.config_keys`: "did you mean", and blaming the override that set a bad key or value).
+(`mmrlvr.config.keys`: "did you mean", and blaming the override that set a bad key or value).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import Any
 
 import yaml
 
-from mmrlvr.config_efficiency import SampleEfficiencyConfig
-from mmrlvr.config_rollout import RolloutConfig
-from mmrlvr.config_methods import TemporalContrastConfig, TokenWeightingConfig  # noqa: F401 - re-exported
-from mmrlvr.config_limits import MAX_CONFIG_VALUES, check_expanded_size, short  # noqa: F401 - re-exported
-from mmrlvr.config_keys import ConfigError, _parse_value, apply_overrides, blame, did_you_mean  # noqa: F401 - re-exported
+from mmrlvr.config.efficiency import SampleEfficiencyConfig
+from mmrlvr.config.rollout import RolloutConfig
+from mmrlvr.config.methods import TemporalContrastConfig, TokenWeightingConfig  # noqa: F401 - re-exported
+from mmrlvr.config.limits import MAX_CONFIG_VALUES, check_expanded_size, short  # noqa: F401 - re-exported
+from mmrlvr.config.keys import ConfigError, _parse_value, apply_overrides, blame, did_you_mean  # noqa: F401 - re-exported
 
 
 @dataclass
@@ -152,7 +152,7 @@ class RewardTerm:
 
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
-"""`train.lr_scheduler` values (`mmrlvr.train.schedule` computes them; `mmrlvr.validate` checks them)."""
+"""`train.lr_scheduler` values (`mmrlvr.train.schedule` computes them; `mmrlvr.config.validate` checks them)."""
 
 
 @dataclass

@@ -40,6 +40,6 @@ def _get(cfg: Any, key: str) -> Any:
 
 
 def _line(key: str, value: Any, allowed: str) -> str:
-    from mmrlvr.config import short
+    from mmrlvr.config.limits import short
 
     return f"{key}={short(value)}: {allowed}"  # a huge value is cut, never printed whole

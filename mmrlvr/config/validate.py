@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable
 
-from mmrlvr.config import LR_SCHEDULES as SCHEDULES, Config, ConfigError
+from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import model_path_problem
-from mmrlvr.validate_arrol import check_arrol
-from mmrlvr.validate_bounds import check_bounds
-from mmrlvr.validate_task import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
-from mmrlvr.validate_rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
+from mmrlvr.config.arrol_checks import check_arrol
+from mmrlvr.config.bounds import check_bounds
+from mmrlvr.config.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
+from mmrlvr.config.rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -393,7 +393,7 @@ CHECKS: list[Callable[[Config], Iterable[str]]] = [
     _check_task_args, _check_staged_data, _check_paths, _check_limits, _check_sample_efficiency, _check_engine,
     check_bounds, _check_server, _check_episode,
 ]
-CHECKS.append(check_arrol)  # sample_efficiency.arrol (mmrlvr/validate_arrol.py)
+CHECKS.append(check_arrol)  # sample_efficiency.arrol (mmrlvr/config/arrol_checks.py)
 
 
 def config_errors(cfg: Config) -> list[str]:

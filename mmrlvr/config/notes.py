@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from mmrlvr.config import Config
+from mmrlvr.config.schema import Config
 
 # verifiers whose score is 0 or 1 (right or wrong); the others give partial credit (iou, tiou,
 # boxes, order's Kendall tau)
@@ -21,7 +21,7 @@ def _scoring_verifiers(cfg: Config) -> list[str] | None:
     task's own (`VERIFIERS`); None when there are several terms (their sum is not right/wrong)."""
     if cfg.rewards:
         return [cfg.rewards[0].verifier] if len(cfg.rewards) == 1 else None
-    from mmrlvr.validate_task import task_module
+    from mmrlvr.config.task_checks import task_module
 
     try:
         return list(getattr(task_module(cfg.task.name), "VERIFIERS", ()) or ()) or None
@@ -33,7 +33,7 @@ def temporal_contrast_cancels(cfg: Config) -> str | None:
     """T-GRPO/TGPO's bonus is alpha * gate_b on each right answer of prompt b: with one right/wrong
     reward the group's rewards become (1 + alpha gate_b / w) times what they were, and an estimator
     that divides by the group's std removes that factor exactly: the bonus changes nothing."""
-    from mmrlvr.validate import _preset_value
+    from mmrlvr.config.validate import _preset_value
 
     tc = cfg.temporal_contrast
     advantage = _preset_value(cfg, "advantage")

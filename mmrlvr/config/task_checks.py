@@ -1,15 +1,15 @@
 """The task half of config validation: `task.name` resolves to a module with a `build`, and
 `task.args` are arguments, column keys, box formats, templates and prompt wordings it accepts.
-Run by `mmrlvr.validate` before the model loads."""
+Run by `mmrlvr.config.validate` before the model loads."""
 
 from __future__ import annotations
 
 import inspect
 from typing import Iterable
 
-from mmrlvr.config import Config
-from mmrlvr.config_keys import near_name
-from mmrlvr.validate_rules import _line
+from mmrlvr.config.schema import Config
+from mmrlvr.config.keys import near_name
+from mmrlvr.config.rules import _line
 
 
 def task_module(name: str):

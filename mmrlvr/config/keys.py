@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from mmrlvr.config_limits import ConfigError, short  # noqa: F401 - ConfigError re-exported
+from mmrlvr.config.limits import ConfigError, short  # noqa: F401 - ConfigError re-exported
 
 
 def _parse_value(text: str) -> Any:

@@ -1,7 +1,7 @@
 """Config of the rollout: group size, sampling, the engine (hf, vllm, vllm_server) and its
 settings, generation bounds and multi-turn episodes.
 
-Kept apart from config.py so that file stays within its size budget; `Config.rollout` holds it,
+Kept apart from schema.py so that file stays within its size budget; `Config.rollout` holds it,
 and `mmrlvr.config` re-exports the class.
 """
 

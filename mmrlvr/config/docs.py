@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from mmrlvr.config import Config, TaskConfig
+from mmrlvr.config.schema import Config, TaskConfig
 
 
 def _flow(value: Any) -> str:
@@ -20,7 +20,7 @@ def task_args_lines(task: TaskConfig, doc: str, indent: str) -> list[str]:
     import inspect
 
     from mmrlvr.tasks._catalogue import DEPRECATED, FROM_CONFIG, arguments
-    from mmrlvr.validate import task_module
+    from mmrlvr.config.validate import task_module
 
     try:
         takes = arguments(task_module(task.name))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from mmrlvr.validate_rules import Rule, _line, _num, above, at_least, one_of
+from mmrlvr.config.rules import Rule, _line, _num, above, at_least, one_of
 
 EVAL_WEIGHTINGS = ("none", "head")
 

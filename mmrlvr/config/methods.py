@@ -1,7 +1,7 @@
 """Config of the per-token and per-video methods: temporal contrast (T-GRPO, TGPO) and token
 weighting (entropy_topk, vppo, pepo, tor, kawhi).
 
-Kept apart from config.py so that file stays within its size budget; `Config.temporal_contrast`
+Kept apart from schema.py so that file stays within its size budget; `Config.temporal_contrast`
 and `Config.token_weighting` hold these, and `mmrlvr.config` re-exports both classes.
 """
 
