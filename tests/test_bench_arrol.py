@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bench_arrol", ROOT / "benchmarks/arrol.py")
+_spec = importlib.util.spec_from_file_location("bench_arrol", ROOT / "benchmarks/learning/arrol.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 

@@ -1,4 +1,4 @@
-"""benchmarks/micro_batch_tokens.py measures what it says: the update it times runs in as many
+"""benchmarks/memory/micro_batch_tokens.py measures what it says: the update it times runs in as many
 micro-batches as the budget needs, and the padding it reports is the learner's count."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from micro_batch_tokens import child  # noqa: E402
+from benchmarks.memory.micro_batch_tokens import child  # noqa: E402
 
 
 def test_the_benchmark_update_follows_the_budget():

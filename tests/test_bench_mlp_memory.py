@@ -1,4 +1,4 @@
-"""benchmarks/mlp_memory.py measures what it says: with `train.recompute_mlp` on, autograd keeps
+"""benchmarks/memory/mlp_memory.py measures what it says: with `train.recompute_mlp` on, autograd keeps
 exactly two (positions, I) tensors fewer per MLP call; with `train.mask_once` on, exactly
 (layers - 1) mask copies fewer per forward; and the update's weights are the same."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import rss_peak  # noqa: E402
-from mlp_memory import child  # noqa: E402
+from benchmarks.common import rss_peak  # noqa: E402
+from benchmarks.memory.mlp_memory import child  # noqa: E402
 
 
 def test_the_measured_saving_is_the_two_tensors_per_call(monkeypatch):
@@ -49,7 +49,7 @@ def test_rss_peak_sees_a_temporary_allocation():
     import json
     import subprocess
 
-    code = ("import json, sys, time; sys.path.insert(0, 'benchmarks'); import numpy as np; from common import rss_peak\n"
+    code = ("import json, sys, time; sys.path.insert(0, '.'); import numpy as np; from benchmarks.common import rss_peak\n"
             "with rss_peak() as mem:\n"
             "    block = np.ones(64 * 2**20 // 8); seen = mem['samples']; t = time.monotonic()\n"
             "    while mem['samples'] < seen + 2 and time.monotonic() < t + 5: time.sleep(0.01)\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-CHILD = ("import sys, resource; sys.path.insert(0, 'benchmarks'); from common import peak_rss_mb; "
+CHILD = ("import sys, resource; sys.path.insert(0, '.'); from benchmarks.common import peak_rss_mb; "
          "print(peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
 
 
@@ -22,7 +22,7 @@ def test_a_small_child_of_a_large_parent_reports_its_own_peak():
 
 
 def test_the_peak_sees_an_allocation_of_this_process():
-    code = ("import sys; sys.path.insert(0, 'benchmarks'); import numpy as np; from common import peak_rss_mb; "
+    code = ("import sys; sys.path.insert(0, '.'); import numpy as np; from benchmarks.common import peak_rss_mb; "
             "a = peak_rss_mb(); b = np.ones(200 * 2**20 // 8); print(a, peak_rss_mb())")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     before, after = map(float, out.stdout.split())

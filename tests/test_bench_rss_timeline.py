@@ -1,4 +1,4 @@
-"""benchmarks/rss_timeline.py: the peak between marks, and saved bytes put on the module that saved them."""
+"""benchmarks/memory/rss_timeline.py: the peak between marks, and saved bytes put on the module that saved them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rss_timeline import Timeline, kept_by_module  # noqa: E402
+from benchmarks.memory.rss_timeline import Timeline, kept_by_module  # noqa: E402
 
 
 def test_each_mark_gets_the_peak_until_the_next():

@@ -5,7 +5,7 @@ import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("sample_efficiency", ROOT / "benchmarks/sample_efficiency.py")
+_spec = importlib.util.spec_from_file_location("sample_efficiency", ROOT / "benchmarks/learning/sample_efficiency.py")
 se = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(se)
 

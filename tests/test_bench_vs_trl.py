@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vs_trl import _summarise, markdown, rss_above_floor  # noqa: E402
+from benchmarks.speed.vs_trl import _summarise, markdown, rss_above_floor  # noqa: E402
 
 SHAPE = {"name": "s", "group": 4, "max_new": 32, "prompts": 2}
 

@@ -104,16 +104,19 @@ def test_the_walk_sees_lazy_and_relative_imports():
 
 
 def graph_files() -> list[tuple[str, Path]]:
-    """package_files() plus the benchmark scripts as `benchmarks.<name>` (they import each other
-    by bare name, from their own folder)."""
-    bench = [(f"benchmarks.{p.stem}", p) for p in sorted((ROOT / "benchmarks").glob("*.py"))]
+    """package_files() plus the benchmark scripts as `benchmarks.<purpose>.<name>` (they import the
+    shared `benchmarks.common` and each other by full name, with the repository root on the path)."""
+    bench = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        bench.append((".".join(parts).removesuffix(".__init__"), path))
     return package_files() + bench
 
 
 def all_imports(tree: ast.AST, module: str, is_package: bool, modules: set[str]) -> set[str]:
     """Known modules this one imports anywhere (inside functions too: a lazy import that closes a
     circle is still a circle, it only fails later), each resolved to the closest known module;
-    `from pkg import mod` counts `pkg.mod`; in benchmarks a bare `common` is `benchmarks.common`."""
+    `from pkg import mod` counts `pkg.mod`."""
     out = set()
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -124,8 +127,6 @@ def all_imports(tree: ast.AST, module: str, is_package: bool, modules: set[str])
             targets = [t for _, t in got] or [node.module or ""]
             targets += [f"{t}.{a.name}" for t in list(targets) for a in node.names]
         for t in targets:
-            if module.startswith("benchmarks.") and f"benchmarks.{t}" in modules:
-                t = f"benchmarks.{t}"
             while t not in modules and "." in t:
                 t = t.rsplit(".", 1)[0]
             if t in modules:
@@ -177,29 +178,28 @@ def test_no_import_circles():
     assert import_circles(import_graph()) == []
 
 
-def test_the_circle_check_sees_lazy_and_bare_benchmark_imports():
-    """Two modules that import each other only inside functions are a circle; so are two benchmark
-    scripts importing each other by bare name; `from pkg import mod` points at the module."""
+def test_the_circle_check_sees_lazy_benchmark_imports():
+    """Two modules that import each other only inside functions are a circle; a benchmark script's
+    lazy import of another counts; `from pkg import mod` points at the module."""
     assert import_circles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
-    mods = {"benchmarks.common", "benchmarks.vs_trl", "mmrlvr.data", "mmrlvr.data.media", "mmrlvr.train"}
-    tree = ast.parse("def f():\n    from vs_trl import SHAPES\n")
-    assert all_imports(tree, "benchmarks.common", False, mods) == {"benchmarks.vs_trl"}
+    mods = {"benchmarks.common", "benchmarks.speed.vs_trl", "mmrlvr.data", "mmrlvr.data.media", "mmrlvr.train"}
+    tree = ast.parse("def f():\n    from benchmarks.speed.vs_trl import SHAPES\n")
+    assert all_imports(tree, "benchmarks.common", False, mods) == {"benchmarks.speed.vs_trl"}
     tree = ast.parse("from mmrlvr.data import media\ndef f():\n    import mmrlvr.train.loop\n")
     assert all_imports(tree, "mmrlvr.data.video", False, mods) == {"mmrlvr.data", "mmrlvr.data.media", "mmrlvr.train"}
 
 
 FRESH = """
 import importlib, sys
-sys.path.insert(0, {bench!r})
+sys.path.append({root!r})
 bad = []
 for name in sys.argv[1:]:
-    for m in [m for m in sys.modules if m == "mmrlvr" or m.startswith(("mmrlvr.", "benchmarks."))
-              or m in {local}]:
+    for m in [m for m in sys.modules if m.split(".")[0] in ("mmrlvr", "benchmarks", *{stems})]:
         del sys.modules[m]  # each of ours imported as if first, third-party modules kept (speed)
     try:
-        importlib.import_module(name.removeprefix("benchmarks."))
+        importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] in ("mmrlvr", "benchmarks", *{local}):
+        if exc.name and exc.name.split(".")[0] in ("mmrlvr", "benchmarks", *{stems}):  # a bare `common` too
             bad.append(f"{{name}}: {{exc}}")
     except ImportError as exc:
         bad.append(f"{{name}}: {{exc}}")
@@ -215,8 +215,8 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     import sys
 
     names = [m for m, _ in graph_files()]
-    local = {m.removeprefix("benchmarks.") for m in names if m.startswith("benchmarks.")}
-    script = FRESH.format(bench=str(ROOT / "benchmarks"), local=sorted(local))
+    stems = sorted({p.stem for m, p in graph_files() if m.startswith("benchmarks.")} - {"__init__"})
+    script = FRESH.format(root=str(ROOT), stems=stems)
     run = subprocess.run([sys.executable, "-c", script, *names], capture_output=True, text=True, timeout=600,
                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-2000:]

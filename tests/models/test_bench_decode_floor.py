@@ -1,4 +1,4 @@
-"""benchmarks/decode_floor.py times the model's own work: its bare-ops decoding step gives the
+"""benchmarks/speed/decode_floor.py times the model's own work: its bare-ops decoding step gives the
 logits `generate` computes, step after step, from the same prompt cache (left-padded prompts of
 different lengths, G rows each), with the KV cache grown by concatenation or written in place."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from decode_floor import OpsDecoder, model_logits, prompt_cache  # noqa: E402
+from benchmarks.speed.decode_floor import OpsDecoder, model_logits, prompt_cache  # noqa: E402
 from tests.rollout.test_shared_prefill import mixed_prompts  # noqa: E402
 
 

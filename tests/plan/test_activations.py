@@ -1,5 +1,5 @@
 """The plan's activation model against measured peaks on CPU, float32: one update's bytes beyond the
-weights and their gradients, counted by benchmarks/plan_activations.py's dispatch-mode storage
+weights and their gradients, counted by benchmarks/memory/plan_activations.py's dispatch-mode storage
 counter (every operator output's storage followed by a weak reference: exact bytes live at once).
 The tiny model with and without gradient checkpointing, and two decoder layers of Qwen2.5-VL-3B's
 width with it (what the GPU configs run), three token budgets each, within 25%."""
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import plan_activations as pa  # noqa: E402
+import benchmarks.memory.plan_activations as pa  # noqa: E402
 
 
 @pytest.mark.parametrize("name,checkpointing", [("tiny", False), ("tiny", True), ("3B-width", True)])

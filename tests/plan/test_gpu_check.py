@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py: its CPU smoke mode (`--cpu --tiny`) runs three RL steps end to end with
+"""benchmarks/gpu/gpu_check.py: its CPU smoke mode (`--cpu --tiny`) runs three RL steps end to end with
 the packages the GPU machine lacks blocked, writes the JSON report with the plan beside it, and every
 trained tensor moves; the 3B architecture it builds there is Qwen2.5-VL-3B's, at the tiny tokenizer's ids."""
 
@@ -18,7 +18,7 @@ def test_cpu_tiny_smoke_mode_without_the_missing_packages(tmp_path):
     out = tmp_path / "gpu_check.json"
     block = "; ".join(f"sys.modules[{m!r}] = None" for m in BLOCKED)  # `import m` then raises ImportError
     code = (f"import sys, runpy; {block}; sys.argv = ['gpu_check.py', '--cpu', '--tiny', '--out', {str(out)!r}]; "
-            "runpy.run_path('benchmarks/gpu_check.py', run_name='__main__')")
+            "runpy.run_path('benchmarks/gpu/gpu_check.py', run_name='__main__')")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -38,8 +38,8 @@ def test_the_3b_architecture_with_the_tiny_tokenizers_ids():
 
     from mmrlvr.models.tiny import ensure_tiny
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gpu_check import qwen3b_config
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.gpu.gpu_check import qwen3b_config
 
     tok = AutoProcessor.from_pretrained(ensure_tiny()).tokenizer
     config, ids = qwen3b_config(tok)

@@ -1,0 +1,1 @@
+"""Benchmark scripts by purpose; `common` is their one shared helper module."""
