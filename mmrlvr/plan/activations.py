@@ -16,7 +16,7 @@ the backward. Besides the layers: the attention mask (one additive copy per forw
 `train.mask_once`, else one per layer), the output layer (the final hidden states kept and 4 M-logit
 blocks under `train.chunked_head`, else the whole float32 logits and their softmax), the
 backward's working tensors of one layer, and the gradients of the largest layer's weights as the
-backward computes them. Checked against measured peaks on CPU (benchmarks/plan_activations.py,
+backward computes them. Checked against measured peaks on CPU (benchmarks/memory/plan_activations.py,
 tests/plan/test_activations.py).
 """
 

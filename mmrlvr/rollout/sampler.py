@@ -3,7 +3,7 @@
 Why not `torch.multinomial`: for one sample ATen draws an exponential for every vocabulary entry
 and takes argmax(p / Exp(1)) (`aten/src/ATen/native/Distributions.cpp`, the one-sample fast path).
 On CPU the random numbers are the cost: 0.69 ms for 64 rows of the tiny model's 606 entries and
-42 ms for 16 rows of Qwen's 151,936, against 0.18 and 0.23 ms here (`benchmarks/sampler.py`,
+42 ms for 16 rows of Qwen's 151,936, against 0.18 and 0.23 ms here (`benchmarks/speed/sampler.py`,
 2-core VM, 2026-12-02). The tokens follow the same distribution but are other draws, so a run
 at a fixed seed samples other tokens than `generate(do_sample=True)` would; `rollout.sampler=
 multinomial` keeps transformers' own draw.

@@ -4,7 +4,7 @@
 control characters, 1 MB strings, unclosed and nested tags, digit and whitespace runs, huge and
 non-finite numbers, sympy towers, malformed boxes and JSON, bad references, and random mixes of
 risky fragments. Used by the suite (`tests/verifiers/test_fuzz.py`) and the benchmark
-(`benchmarks/fuzz_verifiers.py`); plug-in authors can run their own verifier over it.
+(`benchmarks/correctness/fuzz_verifiers.py`); plug-in authors can run their own verifier over it.
 """
 
 from __future__ import annotations
