@@ -73,7 +73,16 @@ class BadRows:
 
     def add(self, key, reason: str) -> None:
         """Count a row whose media failed to decode; stop past the limit, naming the first bad rows."""
+        self.record(key, reason)
+        self.check()
+
+    def record(self, key, reason: str) -> None:
+        """Count a row whose media failed to decode without checking the limit yet (a batch's
+        failures are all recorded first, so the error line names every one of them)."""
         self.at_decode.setdefault(key, reason)
+
+    def check(self) -> None:
+        """Raise DataError once the rows counted so far are more than the limit allows."""
         if self.total > self.max_frac * self.rows:
             first = [f"row {b['row']}: {b['reason']}" for b in self.at_load[:5]]
             first += list(self.at_decode.values())[: 5 - len(first)]

@@ -140,14 +140,15 @@ class MediaStream:
         return good
 
     def _count(self, n: int, bad: list[tuple[Sample, str]]) -> None:
-        for s, reason in bad:
+        for s, reason in bad:  # the whole batch is counted before the limit is checked
             self._dropped.append(s.id)
             log.warning("bad media in sample %s, dropped from the batch: %s", s.id, reason)
-            try:
-                self.bad_rows.add(s.id, f"{s.id}: {reason}")
-            except DataError as exc:
-                raise BadMediaError(str(exc)) from None
+            self.bad_rows.record(s.id, f"{s.id}: {reason}")
         self._bad_since += len(bad)
+        try:
+            self.bad_rows.check()
+        except DataError as exc:
+            raise BadMediaError(str(exc)) from None
 
     def pop_bad(self) -> int:
         out, self._bad_since = self._bad_since, 0

@@ -66,6 +66,6 @@ def test_one_corrupt_image_is_dropped_counted_and_named(shared_data, tmp_path, c
 
 def test_too_many_corrupt_images_stop_the_run(shared_data, tmp_path):
     d, bad_ids = _mathv_copy(shared_data, tmp_path, corrupt=3)
-    with pytest.raises(BadMediaError, match=r"3 of 12 samples .*max_bad_media_frac=0.1") as err:
+    with pytest.raises(BadMediaError, match=r"3 of 12 rows are bad .*3 with media that fail to decode.*task.max_bad_frac=0.1") as err:
         train(_cfg(d, shared_data, tmp_path, ["task.max_bad_media_frac=0.1"]))
     assert all(f"{i}.jpg" in str(err.value) for i in bad_ids)
