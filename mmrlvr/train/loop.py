@@ -27,7 +27,7 @@ from mmrlvr.train.checkpoint import (clear_run_dir, latest_checkpoint, remove_pa
                                      save_checkpoint, write_final_model)
 from mmrlvr.train.distributed import (all_reduce, barrier, freeze_unreachable, gather_lists, rank_world,
                                       reduce_metrics, remember_dummy_media, shard)
-from mmrlvr.train.evaluate import eval_metrics, eval_terms, evaluate, said
+from mmrlvr.train.evaluate import eval_metrics, eval_terms, said
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.precision import MasterWeights, compute_dtype, engine_masters, training_problem
 from mmrlvr.train.progress import Progress
@@ -40,6 +40,7 @@ from mmrlvr.train.setup import (
 from mmrlvr.train.signals import black_fill
 from mmrlvr.train.learner import Learner
 from mmrlvr.train.arrol_round import make_pruner
+from mmrlvr.train.run import Run
 from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens, write_token_roles
@@ -56,7 +57,25 @@ def train(cfg: Config) -> dict:
     why = training_problem(cfg.model.dtype)  # (evaluation takes any dtype)
     if why:
         raise ConfigError(why)
-    cfg = resolve_config(cfg)  # the one config read from here on: presets filled in
+    run = open_run(resolve_config(cfg))  # the one config read from here on: presets filled in
+    try:
+        for step in range(run.state.step + 1, run.cfg.train.steps + 1):
+            metrics = rl_step(run, step)
+            if run.cfg.train.eval_every and step % run.cfg.train.eval_every == 0 and step != run.cfg.train.steps:
+                metrics.update(eval_metrics(run.cfg.task.name, run.evaluate()))
+            run.log.log(step, metrics)
+            run.progress.update(step, metrics)
+            _checkpoint(run, step)
+        return _finish(run)
+    finally:
+        run.close()  # also when a step fails: no decode thread or verifier process outlives the run
+
+
+def open_run(cfg: Config) -> Run:
+    """Everything the steps share: the run directory (fresh, or the checkpoint to resume), the
+    data, the policy with its learner and engine, the scorer, the writers, the held-out score
+    before RL (once per run: a resume keeps the saved one)."""
+    t_start = time.perf_counter()
     run_dir = Path(cfg.output_dir)
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
     cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
@@ -70,7 +89,6 @@ def train(cfg: Config) -> dict:
                    purge_step=(int(ckpt.name.split("_")[1]) + 1 if ckpt is not None else 0) if cfg.train.resume else None)
     log = MetricsWriter(run_dir, accelerator, enabled=is_main)
     progress = Progress(cfg.train.steps, enabled=is_main)
-    t_start = time.perf_counter()
 
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
     args = task_args(cfg)  # one held-out size for both splits
@@ -81,8 +99,38 @@ def train(cfg: Config) -> dict:
     check_sample_verifiers([*train_set, *eval_set], plugins)
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
-    # a bf16 model computes in bf16 from here on; one process / DDP: its float32 masters are
-    # held here (on the device), FSDP2 / DeepSpeed hold their own (accelerate's mixed precision)
+    masters = _placed(cfg, accelerator, model, processor, progress)
+    learner, engine = _learner_and_engine(cfg, accelerator, model, processor, ckpt is not None, run_dir, masters)
+    state = RunState(warm_start=warm)
+    if ckpt is not None:
+        state = RunState.from_dict(load_trainer_state(ckpt, learner.optimizer, learner.scheduler))
+        progress.note(f"resumed from {ckpt} (step {state.step})")
+    log.truncate_after(state.step if ckpt is not None else None)  # lines of a killed run are redone
+    # batches arrive decoded (a background thread decodes the next one); bad media are dropped
+    source = MediaStream(_train_source(cfg, train_set), processor=processor, bad_rows=BadRows.of(train_set, bad_limit))
+    if state.source:
+        source.load_state_dict(state.source)
+    if cfg.rollout.async_steps:  # step t+1's prompts are drawn during step t (mmrlvr.rollout.lagged)
+        source = Lookahead(source)
+    run = Run(cfg, run_dir, accelerator, processor, learner, engine, source,
+              make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins), state, log, progress, eval_set,
+              eval_terms(cfg.rewards, cfg.eval.verifiers), bad_limit,
+              fill=black_fill(processor),  # what a blacked-out patch looks like after normalisation
+              pruner=make_pruner(cfg, state.arrol),  # arrol's quality head, as the checkpoint left it
+              t_start=t_start)
+    if state.eval_before is None:
+        before = run.evaluate()
+        state.eval_before = {k: v for k, v in before.items() if k != "examples"}
+        log.log(0, eval_metrics(cfg.task.name, before))
+        progress.note(f"held-out {said(before.get('headline', 'accuracy'))} before RL: {state.eval_before['accuracy']:.3f}")
+    learner.model.train()  # the engine switches to eval for sampling and back
+    return run
+
+
+def _placed(cfg: Config, accelerator, model, processor, progress) -> MasterWeights | None:
+    """Put the policy on its device with what one process / DDP needs before the optimizer sees
+    it; return its float32 master weights (None where FSDP2 / DeepSpeed hold their own)."""
+    # a bf16 model computes in bf16 from here on; AdamW steps the float32 masters
     masters = None if engine_masters(accelerator) else MasterWeights(model.to(accelerator.device),
                                                                     compute_dtype(cfg.model.dtype))
     if not sharded_launch(accelerator):  # before the optimizer and DDP see them (freeze_unreachable)
@@ -92,64 +140,37 @@ def train(cfg: Config) -> dict:
                           f"their gradients): {', '.join(frozen[:4])}{' ...' if len(frozen) > 4 else ''}")
     if rank_world()[1] > 1:  # a rank whose micro-batch has no media runs its vision tower on a blank image
         remember_dummy_media(model, processor)
-    learner, engine = _learner_and_engine(cfg, accelerator, model, processor, ckpt is not None, run_dir, masters)
-    scorer = make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins)
-    terms = eval_terms(cfg.rewards, cfg.eval.verifiers)
+    return masters
 
-    def run_eval() -> dict:
-        return evaluate(engine, eval_set, scorer, cfg.rollout, cfg.eval.batch_size, cfg.eval.max_new_tokens, terms=terms,
-                        max_bad_frac=bad_limit)
 
-    state = RunState(warm_start=warm)
-    if ckpt is not None:
-        state = RunState.from_dict(load_trainer_state(ckpt, learner.optimizer, learner.scheduler))
-        progress.note(f"resumed from {ckpt} (step {state.step})")
-    log.truncate_after(state.step if ckpt is not None else None)  # lines of a killed run are redone
-    if state.eval_before is None:
-        before = run_eval()
-        state.eval_before = {k: v for k, v in before.items() if k != "examples"}
-        log.log(0, eval_metrics(cfg.task.name, before))
-        progress.note(f"held-out {said(before.get('headline', 'accuracy'))} before RL: {state.eval_before['accuracy']:.3f}")
-    # batches arrive decoded (a background thread decodes the next one); bad media are dropped
-    source = MediaStream(_train_source(cfg, train_set), processor=processor, bad_rows=BadRows.of(train_set, bad_limit))
-    if state.source:
-        source.load_state_dict(state.source)
-    if cfg.rollout.async_steps:  # step t+1's prompts are drawn during step t (mmrlvr.rollout.lagged)
-        source = Lookahead(source)
-    learner.model.train()  # the engine switches to eval for sampling and back
-    fill = black_fill(processor)  # what a blacked-out patch looks like after normalisation
-    pruner = make_pruner(cfg, state.arrol)  # arrol's quality head (None when off), as the checkpoint left it
+def _checkpoint(run: Run, step: int) -> None:
+    """Record where the run is; save it (atomic, with the run state so a resume continues exactly)
+    every `train.save_every` steps and at the last."""
+    state, train_cfg = run.state, run.cfg.train
+    state.step, state.source = step, run.source.state_dict()
+    state.arrol = run.pruner.state_dict() if run.pruner is not None else {}
+    if (train_cfg.save_every and step % train_cfg.save_every == 0) or step == train_cfg.steps:
+        learner = run.learner
+        save_checkpoint(run.run_dir, step, learner.policy, run.processor, learner.optimizer, state.to_dict(),
+                        scheduler=learner.scheduler, accelerator=run.accelerator,
+                        wrapped=learner.model, masters=learner.masters)  # every rank: a collective
 
-    for step in range(state.step + 1, cfg.train.steps + 1):
-        metrics = rl_step(cfg, step, learner, engine, source, scorer, state, fill=fill, run_dir=run_dir,
-                          tokenizer=processor.tokenizer, write=is_main, pruner=pruner)
-        if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step != cfg.train.steps:
-            metrics.update(eval_metrics(cfg.task.name, run_eval()))
-        log.log(step, metrics)
-        progress.update(step, metrics)
-        # checkpoint (atomic), with the run state so a resumed run continues exactly
-        state.step, state.source = step, source.state_dict()
-        state.arrol = pruner.state_dict() if pruner is not None else {}
-        if (cfg.train.save_every and step % cfg.train.save_every == 0) or step == cfg.train.steps:
-            save_checkpoint(run_dir, step, learner.policy, processor, learner.optimizer, state.to_dict(),
-                            scheduler=learner.scheduler, accelerator=accelerator,
-                            wrapped=learner.model, masters=learner.masters)  # every rank: a collective
 
-    source.close()
-    if is_main:  # the final policy in model.dtype for serving; checkpoints/ keeps the float32 masters
+def _finish(run: Run) -> dict:
+    """The final policy for serving, the held-out score after RL, the summary."""
+    cfg, run_dir = run.cfg, run.run_dir
+    run.source.close()
+    if run.write:  # the final policy in model.dtype for serving; checkpoints/ keeps the float32 masters
         write_final_model(latest_checkpoint(run_dir), run_dir / "model", cfg.model)
-    eval_after = run_eval()
-    if isinstance(engine, LaggedEngine):
-        engine.close()
-    log.log(cfg.train.steps, eval_metrics(cfg.task.name, eval_after))
+    eval_after = run.evaluate()
+    run.log.log(cfg.train.steps, eval_metrics(cfg.task.name, eval_after))
     barrier()  # rank 0 has written every metrics line before anyone reads them back
-    summary = _summary(cfg, state, eval_after, run_dir, time.perf_counter() - t_start)
-    if is_main:
+    summary = _summary(cfg, run.state, eval_after, run_dir, time.perf_counter() - run.t_start)
+    if run.write:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    progress.close(summary)
-    log.close()
-    scorer.close()
-    if is_main:
+    run.progress.close(summary)
+    run.log.close()
+    if run.write:
         release_lock(run_dir)
     return summary
 
@@ -210,14 +231,14 @@ def stop_scoring_if_broken(scorer, stop_share: float | None) -> None:
         raise BrokenRewardError(why or "a reward term failed on another rank (its error is in that rank's output)")
 
 
-def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, state: RunState, *, fill,
-            run_dir: Path, tokenizer, write: bool, pruner=None) -> dict:
+def rl_step(run: Run, step: int) -> dict:
     """One RL step: collect, advantages, token weights, update, weight sync; returns its metrics."""
+    cfg, learner, engine, source, state = run.cfg, run.learner, run.engine, run.source, run.state
     t0 = time.perf_counter()
     # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
-    batch = collect(engine, source, scorer, cfg, seed=cfg.seed * 100_003 + step, step=step,  # `_generate_ahead`'s seed
-                    pruner=pruner)
-    stop_scoring_if_broken(scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros
+    batch = collect(engine, source, run.scorer, cfg, seed=cfg.seed * 100_003 + step, step=step,  # `_generate_ahead`'s seed
+                    pruner=run.pruner)
+    stop_scoring_if_broken(run.scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros
     log_step = step % cfg.train.log_every == 0 or step == 1
     # 4. advantages (stateful estimators read the per-prompt statistics before this step's
     # rewards), then the statistics and the source learn every group scored (all ranks', also
@@ -232,14 +253,14 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
     state.prompt_stats.update(step, ids, rows)
     source.feedback(step, ids, pad_groups([torch.tensor(r) for r in rows])[0] if rows else torch.zeros(0, 0))
     if cfg.rollout.async_steps and step < cfg.train.steps:  # step t+1 generates while step t trains
-        _generate_ahead(cfg, engine, source, step + 1)
+        _generate_ahead(run, step + 1)
     # per-token weights (perception / reasoning signals), once for the whole batch; no-grad
     # forwards of the unwrapped policy: through the DDP wrapper each forward would also broadcast
     # buffers, a collective that hangs when only rank 0 runs diagnostics
-    diagnose = cfg.token_weighting.diagnostics and log_step and write
+    diagnose = cfg.token_weighting.diagnostics and log_step and run.write
     share = shares_forward(cfg, cfg.algo, signals_needed(cfg.token_weighting.method, diagnose))
-    tw = weigh_tokens(learner.policy, batch, adv, cfg, cfg.algo, learner.suppress_ids, step=step, fill=fill,
-                      diagnose=diagnose, share=share, tokenizer=tokenizer)
+    tw = weigh_tokens(learner.policy, batch, adv, cfg, cfg.algo, learner.suppress_ids, step=step, fill=run.fill,
+                      diagnose=diagnose, share=share, tokenizer=run.tokenizer)
     # 5. the policy update (ppo_epochs x mini_batches optimizer steps, then the LR schedule); shared
     # token weights are finished inside it, from its own forward
     t1 = time.perf_counter()
@@ -257,20 +278,21 @@ def rl_step(cfg: Config, step: int, learner: Learner, engine, source, scorer, st
         **source.metrics(),  # replay/frac, replay/queue, replay/mean_reuse; demos/frac
         **({"rollout/staleness": staleness} if staleness is not None else {}),
     })
-    if write and log_step:
-        _write_samples(run_dir, step, batch)
-        write_token_roles(run_dir, step, batch, adv, tw, tokenizer, cfg.token_weighting.method,
+    if run.write and log_step:
+        _write_samples(run.run_dir, step, batch)
+        write_token_roles(run.run_dir, step, batch, adv, tw, run.tokenizer, cfg.token_weighting.method,
                           cfg.token_weighting.roles_per_step)
     return metrics
 
 
-def _generate_ahead(cfg: Config, engine, source, step: int) -> None:
+def _generate_ahead(run: Run, step: int) -> None:
     """Start step `step`'s first round on the server with the weights it has now: the prompts and
     seed that `collect` will ask for at that step (`rollout.async_steps: 1`)."""
+    cfg = run.cfg
     rank, world = rank_world()
     need = local_prompts(cfg.rollout.prompts_per_step, world)
-    prompts = shard(source.peek(need * world, step), rank, world)
-    engine.generate_ahead(prompts, cfg.rollout.group_size, cfg.rollout, round_seed(cfg.seed * 100_003 + step, 0))
+    prompts = shard(run.source.peek(need * world, step), rank, world)
+    run.engine.generate_ahead(prompts, cfg.rollout.group_size, cfg.rollout, round_seed(cfg.seed * 100_003 + step, 0))
 
 
 def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:

@@ -50,6 +50,10 @@ class MetricsWriter:
             self.accelerator.log(clean, step=step)
 
     def close(self) -> None:
+        """Close the file and end the trackers (their writer threads); a second call does nothing."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         if self.enabled:
             self._jsonl.close()
         if self.accelerator is not None and self.accelerator.trackers:

@@ -41,6 +41,11 @@ class Progress:
 
         return cb
 
+    def stop(self) -> None:
+        """Stop redrawing the bar (idempotent): a run that fails leaves the terminal as it found it."""
+        if self.enabled:
+            self._bar.stop()
+
     def update(self, step: int, metrics: dict) -> None:
         if not self.enabled:
             return

@@ -160,7 +160,9 @@ class VerifierPool:
         if self._pool is not None:
             for proc in list(getattr(self._pool, "_processes", {}).values()):
                 proc.kill()
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            # the processes are gone, so waiting is short; it also joins the pool's manager thread,
+            # which would otherwise race CPython 3.11's exit hook on a closed pipe (EBADF traceback)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
     def __call__(self, spec: str, completions: Sequence[str], samples: Sequence) -> list[Verdict]:

@@ -144,3 +144,24 @@ def test_checkpoints_order_by_step_number_not_by_name(tmp_path):
     (root / "step_100").mkdir()  # a bare directory: broken, so the newest intact one is chosen
     assert list_checkpoints(tmp_path)[-1] == root / "step_100"
     assert latest_checkpoint(tmp_path, warn=lambda m: None) == root / "step_11"
+
+
+def test_a_step_that_fails_leaves_no_verifier_process_or_pool_thread_behind(tmp_path, monkeypatch):
+    """A step that raises (a dead rollout server, a broken reward) still closes the run: the
+    verifier processes are joined and the pool's manager thread is gone before the error reaches
+    the caller, so nothing races the interpreter's exit hooks."""
+    import multiprocessing
+    import threading
+
+    def fails_after_scoring(engine, stream, scorer, cfg, **k):
+        scorer("exact", ["1"], stream.take(1, 1))  # the verifier pool has started its processes
+        raise RuntimeError("the rollout server went away")
+
+    monkeypatch.setattr(loop, "collect", fails_after_scoring)
+    before = {t.ident for t in threading.enumerate()}
+    with pytest.raises(RuntimeError, match="went away"):
+        _train(tmp_path / "run", ["verifier_workers=1", "warm_start.steps=0"])
+    left = [f"{t.name} ({type(t).__name__})" for t in threading.enumerate()  # tqdm's monitor is its own, process-wide
+            if t.ident not in before and t.is_alive() and type(t).__name__ != "TMonitor"]
+    assert not multiprocessing.active_children()
+    assert not left, left
