@@ -57,7 +57,7 @@ def main() -> int:
     from mmrlvr.train.signals import black_fill
     from mmrlvr.data.sources import SeededStream
     from mmrlvr.train.step import advantages_for, collect
-    from mmrlvr.train.token_roles import PendingWeighting, weigh_tokens
+    from mmrlvr.train.token_roles import weigh_tokens
     from mmrlvr.verifiers.score import make_scorer
 
     cfg = load_config(args.config, ["token_weighting.diagnostics=false", "train.lr=0", "verifier_workers=0",
@@ -89,9 +89,9 @@ def main() -> int:
             adv = advantages_for(batch, c)
             tw = weigh_tokens(model, batch, adv, c, c.algo, engine.suppress_ids, step=rep + 1, fill=fill, share=share)
             learner.cfg = c
-            learner.update(batch, adv, tw if isinstance(tw, PendingWeighting) else tw.weights, seed=rep)
+            learner.update(batch, adv, tw.weights, pending=tw.pending, seed=rep)
             own, own_cpu = time.perf_counter() - t1, time.process_time() - c1
-            done = tw.result if isinstance(tw, PendingWeighting) else tw
+            done = tw.result
             if rep:
                 runs.append({"repeat": rep, "method": method, "share_forward": share, "rollout_s": roll,
                              "weigh_update_s": own, "rollout_cpu_s": roll_cpu, "weigh_update_cpu_s": own_cpu,

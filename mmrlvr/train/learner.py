@@ -233,12 +233,14 @@ class Learner:
                 return torch.where(valid, s.float(), torch.zeros_like(s, dtype=torch.float32))
         return self.logprobs(batch, micro)
 
-    def _targets(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights) -> _Targets:
-        pending = token_weights if token_weights is not None and hasattr(token_weights, "finish") else None
+    def _targets(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None,
+                 pending) -> _Targets:
         if pending is not None and not one_forward_update(self.algo, self.cfg.train.micro_batch_tokens):
             raise ValueError("token weights from the update's own forward need one forward per update "
                              "(algo.ppo_epochs = algo.mini_batches = algo.grad_accum = 1, no train.micro_batch_tokens)")
-        if token_weights is None or pending is not None:
+        if pending is not None and token_weights is not None:
+            raise ValueError("token weights are given up front or finished from the update's forward, not both")
+        if token_weights is None:
             adv = advantages
         else:
             adv = advantages * token_weights.to(advantages.dtype).detach()
@@ -251,16 +253,17 @@ class Learner:
                         batch.sampler_logprobs, batch_lengths(self.model, batch, self.cfg, self.suppress_ids), pending)
 
     def update(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None = None,
-               *, seed: int = 0) -> dict:
+               *, seed: int = 0, pending=None) -> dict:
         """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
         `grad_accum` micro-batches, then one LR-schedule step. advantages (N, 1); token_weights
-        (N, T) multiply them per token, or a `token_roles.PendingWeighting` (one-forward updates
-        only) that computes them from this update's forward before the loss. Sequences with zero
+        (N, T) multiply them per token; or `pending` (a `token_roles.PendingWeighting`, one-forward
+        updates only) computes them from this update's forward before the loss
+        (`TokenWeighting.weights` and `.pending` are these two arguments). Sequences with zero
         advantage (and no KL/entropy term) are skipped in the forward: they add nothing to the
         gradient, only to the denominator, kept."""
         algo, world = self.algo, rank_world()[1]
         lr = self.optimizer.param_groups[0]["lr"]  # the rate this update uses
-        tg = self._targets(batch, advantages, token_weights)
+        tg = self._targets(batch, advantages, token_weights, pending)
         n = tg.adv.shape[0]
         multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
         # rows that can move the gradient: a non-zero advantage, or a KL/entropy term on every row

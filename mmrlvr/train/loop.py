@@ -43,7 +43,7 @@ from mmrlvr.train.arrol_round import make_pruner
 from mmrlvr.train.run import Run
 from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
-from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens, write_token_roles
+from mmrlvr.train.token_roles import shares_forward, signals_needed, weigh_tokens, write_token_roles
 from mmrlvr.config.validate import check_sample_verifiers, validate_config
 from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
@@ -264,9 +264,8 @@ def rl_step(run: Run, step: int) -> dict:
     # 5. the policy update (ppo_epochs x mini_batches optimizer steps, then the LR schedule); shared
     # token weights are finished inside it, from its own forward
     t1 = time.perf_counter()
-    stats = learner.update(batch, adv, tw if isinstance(tw, PendingWeighting) else tw.weights, seed=step)
-    if isinstance(tw, PendingWeighting):
-        tw = tw.result
+    stats = learner.update(batch, adv, tw.weights, pending=tw.pending, seed=step)
+    tw = tw.result
     staleness = engine.synced_version - batch.policy_version if batch.policy_version is not None else None
     engine.sync_weights(learner.policy)
     metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)

@@ -36,6 +36,12 @@ class TokenWeighting:
     signals: dict = field(default_factory=dict)  # name -> (len(rows), T)
     labels: torch.Tensor | None = None  # (len(rows), T) codes of token_weights.token_labels
     metrics: dict = field(default_factory=dict)
+    pending: None = None  # nothing left for the update to compute (see `PendingWeighting.pending`)
+
+    @property
+    def result(self) -> "TokenWeighting":
+        """The finished weighting (this one): the step reads `result` after the update either way."""
+        return self
 
 
 def signals_needed(method: str, diagnose: bool) -> set[str]:
@@ -177,10 +183,17 @@ class PendingWeighting:
     is known to be 0 only after the forward, so it stays in it and counts in
     `actor/updated_seqs_frac` and `actor/entropy` (it adds 0 to the loss either way)."""
 
+    weights = None  # nothing to multiply up front: `Learner.update(batch, adv, tw.weights, pending=tw.pending)`
+
     def __init__(self, model, batch, rows, needs, cfg, algo, suppress, step, fill):
         self.model, self.batch, self.rows, self.needs = model, batch, rows, needs
         self.cfg, self.algo, self.suppress, self.step, self.fill = cfg, algo, suppress, step, fill
         self.result: TokenWeighting | None = None
+
+    @property
+    def pending(self) -> "PendingWeighting | None":
+        """What the update finishes from its forward: this, until `finish` has run."""
+        return self if self.result is None else None
 
     def finish(self, logprobs: torch.Tensor, entropy: torch.Tensor) -> torch.Tensor:
         t0 = time.perf_counter()

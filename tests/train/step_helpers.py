@@ -14,9 +14,9 @@ def with_algo(cfg, algo):
 
 
 def run_update(model, ref_model, optimizer, accelerator, batch, cfg, algo, suppress, seed: int = 0,
-               token_weights=None) -> dict:
+               token_weights=None, pending=None) -> dict:
     """Advantages of the batch, then one `Learner.update` (no LR schedule)."""
     cfg = with_algo(cfg, algo)
     learner = Learner(cfg, model, optimizer, accelerator, suppress, ref_model=ref_model)
     adv = advantages_for(batch, cfg)
-    return learner.update(batch, adv, token_weights, seed=seed)
+    return learner.update(batch, adv, token_weights, seed=seed, pending=pending)

@@ -3,11 +3,12 @@ and the same update as with their own clean forward, on mixed completion lengths
 
 import pytest
 import torch
+from accelerate import Accelerator
 
 from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.train.step import advantages_for
 from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens
-from tests.train.step_helpers import with_algo
+from tests.train.step_helpers import run_update, with_algo
 from tests.train.test_token_weighting import _apply, _max_diff, _setup
 
 # rows end after these many tokens (the sampler gave all 8 rows 6): the signals' forwards trim to
@@ -37,9 +38,13 @@ def test_shared_forward_gives_the_same_weights_and_update(fresh_tiny, method, ex
     own = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=2, fill=fill)
     pending = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=2, fill=fill, share=True)
     assert isinstance(pending, PendingWeighting) and pending.result is None  # nothing ran yet
+    # the step hands both alike to the update: `update(batch, adv, tw.weights, pending=tw.pending)`, then `tw.result`
+    assert pending.weights is None and pending.pending is pending
+    assert own.pending is None and own.result is own
     d_own, s_own = _apply(model, batch, cfg, algo, suppress, own.weights)
     d_shared, s_shared = _apply(model, batch, cfg, algo, suppress, pending)
     got = pending.result
+    assert pending.pending is None  # finished: nothing left for another update
     assert got.rows == own.rows
     assert not torch.equal(own.weights, batch.completion_mask.float())  # the weights do something
     assert torch.allclose(got.weights, own.weights, atol=1e-6)
@@ -67,3 +72,6 @@ def test_sharing_is_refused_where_the_update_is_not_one_forward(fresh_tiny):
     pending = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=1, fill=fill, share=True)
     with pytest.raises(ValueError, match="one forward per update"):
         _apply(model, batch, cfg, two, suppress, pending)
+    with pytest.raises(ValueError, match="not both"):
+        run_update(model, None, torch.optim.SGD(model.parameters(), lr=0.0), Accelerator(cpu=True), batch, cfg, algo,
+                   suppress, token_weights=batch.completion_mask.float(), pending=pending)

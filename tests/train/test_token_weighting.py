@@ -32,12 +32,16 @@ def _setup(tiny, extra=()):
 
 
 def _apply(model, batch, cfg, algo, suppress, weights):
+    """One update with `weights`: an (N, T) tensor, None, or a weighting (`weigh_tokens`' result)."""
     from accelerate import Accelerator
+
+    weights, pending = (weights, None) if weights is None or torch.is_tensor(weights) else (weights.weights, weights.pending)
 
     model = copy.deepcopy(model)
     before = [p.detach().clone() for p in model.parameters()]
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    stats = run_update(model, None, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0, token_weights=weights)
+    stats = run_update(model, None, opt, Accelerator(cpu=True), batch, cfg, algo, suppress, seed=0, token_weights=weights,
+                       pending=pending)
     torch.set_num_threads(1)
     return [p.detach() - b for p, b in zip(model.parameters(), before)], stats
 
