@@ -226,7 +226,7 @@ def image_pixel_limit(processor, default: int = 12544) -> int:
 
 def _episode_output(out, rows: list, pad_id: int):
     from mmrlvr.data.collate import pad_right
-    from mmrlvr.rollout.hf import RolloutOutput
+    from mmrlvr.rollout.base import RolloutOutput
 
     comps = []
     for c, r in zip(out.completions, rows):

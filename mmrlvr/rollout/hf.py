@@ -42,6 +42,9 @@ class HFRolloutEngine:
         self.stop_ids = stop_token_ids(tok, getattr(model, "generation_config", None))
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
 
+    def close(self) -> None:
+        """Nothing to release: the engine samples from the learner's own module."""
+
     def sync_weights(self, model) -> None:
         self.model = model
 

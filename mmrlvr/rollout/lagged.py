@@ -106,6 +106,7 @@ class LaggedEngine:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.engine.close()
 
     def __getattr__(self, name):  # suppress_ids, pad_id, processor, version, synced_version
         if name == "engine":

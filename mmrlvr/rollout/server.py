@@ -112,6 +112,9 @@ class ServerRolloutEngine:
         return out
 
     # ------------------------------------------------------------------------------ weight sync
+    def close(self) -> None:
+        """Nothing to release: each request opens its own connection; the server is the user's."""
+
     def sync_weights(self, model) -> None:
         """Send the policy's current weights; the server's next generation uses them.
 

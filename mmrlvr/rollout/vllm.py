@@ -113,6 +113,9 @@ class VLLMRolloutEngine:
         except AttributeError:
             return None
 
+    def close(self) -> None:
+        """Nothing released here: the vLLM engine lives as long as this object (as TRL's colocated LLM)."""
+
     def sync_weights(self, model) -> None:
         """Copy the policy's current weights (LoRA merged) into vLLM; the next rollout uses them."""
         self.load_pairs(sync_pairs(model))

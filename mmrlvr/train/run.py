@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from mmrlvr.config import Config
-from mmrlvr.rollout.lagged import LaggedEngine
+from mmrlvr.rollout.base import RolloutEngine
 from mmrlvr.train.evaluate import evaluate
 from mmrlvr.train.learner import Learner
 from mmrlvr.train.metrics import MetricsWriter
@@ -31,7 +31,7 @@ class Run:
     accelerator: Any
     processor: Any
     learner: Learner  # policy, reference, optimizer, schedule, float32 masters
-    engine: Any  # a rollout engine (`rollout.base.RolloutEngine`), maybe wrapped by `LaggedEngine`
+    engine: RolloutEngine  # maybe wrapped by `LaggedEngine` (`rollout.async_steps`)
     source: Any  # the decoded prompt stream (`MediaStream`, or `Lookahead` around it)
     scorer: Any  # `VerifierPool` or `InProcessScorer`
     state: RunState
@@ -63,8 +63,7 @@ class Run:
         """Stop the background workers, the writers and the progress bar; safe to call twice, and on
         a failed run."""
         self.source.close()
-        if isinstance(self.engine, LaggedEngine):
-            self.engine.close()
+        self.engine.close()
         self.scorer.close()
         self.log.close()  # the trackers' writer threads (tensorboard's) too
         self.progress.stop()

@@ -169,3 +169,85 @@ def test_the_server_samples_what_the_colocated_engine_samples(request, fresh_tin
     assert [c.token_ids for c in a.completions] == [c.token_ids for c in b.completions]
     assert [c.text for c in a.completions] == [c.text for c in b.completions]
     assert (a.sampler_logprobs - b.sampler_logprobs).abs().max() < 1e-5
+
+
+# --- the contract's shape: every engine has its members; the training package reads nothing else
+
+def _members(proto) -> set[str]:
+    """The names a protocol declares (annotations and methods, its bases' included)."""
+    names: set[str] = set()
+    for cls in proto.__mro__:
+        if cls is object or cls.__name__ in ("Protocol", "Generic"):
+            continue
+        names |= {n for n in getattr(cls, "__annotations__", {})}
+        names |= {n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")}
+    return names
+
+
+def _set_in_init(cls) -> set[str]:
+    """Attributes `__init__` assigns on self (vLLM and server engines cannot be built here)."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
+    return {t.attr for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for t in ast.walk(t) if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+
+
+def test_every_engine_has_every_member_the_loop_may_use():
+    import inspect
+
+    from mmrlvr.rollout.base import RolloutEngine
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.rollout.lagged import LaggedEngine
+    from mmrlvr.rollout.server import ServerRolloutEngine
+    from mmrlvr.rollout.vllm import VLLMRolloutEngine
+
+    members = _members(RolloutEngine)
+    assert {"rollout", "generate", "sync_weights", "close", "processor", "suppress_ids", "pad_id"} <= members
+    wanted = inspect.signature(RolloutEngine.rollout).parameters
+    for cls in (HFRolloutEngine, VLLMRolloutEngine, ServerRolloutEngine, LaggedEngine):
+        methods = {n for n in members if callable(getattr(RolloutEngine, n, None))}
+        assert all(callable(getattr(cls, n, None)) for n in methods), (cls.__name__, methods)
+        data = members - methods
+        if cls is not LaggedEngine:  # it forwards its data members to the engine it wraps
+            assert data <= _set_in_init(cls), (cls.__name__, data - _set_in_init(cls))
+        got = inspect.signature(cls.rollout).parameters
+        assert list(wanted)[:5] == list(got)[:5] and set(wanted) <= set(got), (cls.__name__, list(got))
+
+
+def test_an_hf_engine_and_a_lagged_one_are_rollout_engines(fresh_tiny):
+    from mmrlvr.rollout.base import LocalEngine, RolloutEngine, SegmentedEngine
+    from mmrlvr.rollout.hf import HFRolloutEngine
+    from mmrlvr.rollout.lagged import LaggedEngine
+
+    model, processor = fresh_tiny
+    hf = HFRolloutEngine(model, processor)
+    lagged = LaggedEngine(hf)
+    try:
+        assert isinstance(hf, RolloutEngine) and isinstance(hf, SegmentedEngine) and isinstance(hf, LocalEngine)
+        assert isinstance(lagged, RolloutEngine) and lagged.pad_id == hf.pad_id
+    finally:
+        lagged.close()
+
+
+def test_the_training_package_reads_engines_only_through_the_contract():
+    """Every `<...>engine.<name>` in mmrlvr/train/ names a member of `RolloutEngine` or of one of its
+    capability protocols, so an engine that keeps the contract runs the loop."""
+    import ast
+    from pathlib import Path
+
+    from mmrlvr.rollout.base import CAPABILITIES, RolloutEngine
+
+    allowed = set().union(*(_members(p) for p in (RolloutEngine, *CAPABILITIES)))
+    used: dict[str, str] = {}
+    for path in sorted(Path("mmrlvr/train").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute):
+                owner = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
+                if owner == "engine":
+                    used.setdefault(node.attr, f"{path}:{node.lineno}")
+    assert {"rollout", "sync_weights", "pad_id"} <= set(used)  # the scan sees the loop's own reads
+    assert {n: where for n, where in used.items() if n not in allowed} == {}
