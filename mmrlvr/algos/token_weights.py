@@ -10,10 +10,11 @@ A method is registered by name with the signals it needs; `token_weighting.metho
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field, fields, make_dataclass
+from typing import Any, Callable
 
 import torch
 
@@ -145,35 +146,71 @@ def label_stats(labels: torch.Tensor, weights: torch.Tensor | None = None) -> di
 # weighting methods
 
 
+RUN_PARAMS = ("progress",)
+"""Parameters the step supplies (the run's progress through training), not settings."""
+
+
 @dataclass(frozen=True)
 class Method:
     fn: Callable[..., torch.Tensor]
     needs: tuple[str, ...]  # signals the method reads: entropy, visual_dependency, visual_similarity
+    params: type  # its settings' record: a frozen dataclass of the fn's keyword parameters and defaults
+
+    def settings(self, source) -> Any:
+        """The method's record filled from `source` (the `token_weighting` config), field by field:
+        a setting the config does not have is an error, never a silent fallback to the default."""
+        missing = [f.name for f in fields(self.params) if not hasattr(source, f.name)]
+        if missing:
+            raise AttributeError(f"token weighting settings {missing} are not fields of {type(source).__name__}")
+        return self.params(**{f.name: getattr(source, f.name) for f in fields(self.params)})
 
 
 METHODS: Registry[Method] = Registry("token weighting method")
 
 
+def _params_record(name: str, fn) -> type:
+    """A frozen dataclass of `fn`'s settings: every parameter after (signals, mask) but the run's."""
+    params = list(inspect.signature(fn).parameters.values())[2:]
+    spec = [(p.name, p.annotation if p.annotation is not inspect.Parameter.empty else Any, field(default=p.default))
+            for p in params if p.name not in RUN_PARAMS]
+    return make_dataclass(f"{name.title().replace('_', '')}Settings", spec, frozen=True)
+
+
 def register_method(name: str, needs: tuple[str, ...] = ()):
-    """`@register_method("name", needs=("entropy",))` on `fn(signals, mask, **params) -> (N, T)`."""
+    """`@register_method("name", needs=("entropy",))` on `fn(signals, mask, **params) -> (N, T)`;
+    each parameter after (signals, mask) is a `token_weighting.<name>` setting with its default
+    (`progress` excepted: the step passes it), collected in the method's own record."""
 
     def deco(fn):
-        METHODS.register(name)(Method(fn, tuple(needs)))
+        METHODS.register(name)(Method(fn, tuple(needs), _params_record(name, fn)))
         return fn
 
     return deco
 
 
-def token_weights(method: str, signals: dict[str, torch.Tensor], mask: torch.Tensor, **params) -> torch.Tensor:
-    """Weights of method `method`: detached, (N, T), 0 on padding. `params` may hold options for
-    every method; each receives only those its signature names."""
+def token_weights(method: str, signals: dict[str, torch.Tensor], mask: torch.Tensor, settings=None,
+                  **params) -> torch.Tensor:
+    """Weights of method `method`: detached, (N, T), 0 on padding. `settings`: the method's record
+    (`Method.settings(cfg.token_weighting)`); `params`: keyword settings instead (any method's:
+    each method takes its own, and a name that is no method's setting is an error) and `progress`."""
     m = METHODS.get(method)
     missing = [s for s in m.needs if s not in signals]
     if missing:
         raise KeyError(f"token weighting {method!r} needs signals {missing}; got {sorted(signals)}")
-    names = inspect.signature(m.fn).parameters
-    w = m.fn(signals, mask, **{k: v for k, v in params.items() if k in names})
+    unknown = sorted(set(params) - set(RUN_PARAMS) - setting_names())
+    if unknown:
+        raise TypeError(f"{unknown}: no token weighting method has such a setting; known: {sorted(setting_names())}")
+    own = {f.name for f in fields(m.params)}
+    kw = {k: v for k, v in params.items() if k in own or (k in RUN_PARAMS and k in inspect.signature(m.fn).parameters)}
+    if settings is not None:
+        kw.update(dataclasses.asdict(settings))
+    w = m.fn(signals, mask, **kw)
     return torch.where(mask.bool(), w.detach().float(), torch.zeros_like(w, dtype=torch.float))
+
+
+def setting_names() -> set[str]:
+    """Every method's setting names (the `token_weighting.*` keys the methods read)."""
+    return {f.name for name in METHODS.names() for f in fields(METHODS.get(name).params)}
 
 
 @register_method("none")

@@ -8,7 +8,6 @@ update splits the batch into mini- and micro-batches, nor on which rows it skips
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -147,8 +146,8 @@ def _weighting(batch, rows: list[int], signals: dict, cfg, step: int, t0: float)
     """Signals of `rows` -> the batch's (N, T) weights, labels and metrics."""
     tw = cfg.token_weighting
     mask = signal_mask(batch, rows)
-    params = {k: v for k, v in dataclasses.asdict(tw).items() if k != "method"}
-    w_rows = token_weights(tw.method, signals, mask, progress=step / max(cfg.train.steps, 1), **params)
+    settings = METHODS.get(tw.method).settings(tw)  # the method's own record, field by field from the config
+    w_rows = token_weights(tw.method, signals, mask, settings=settings, progress=step / max(cfg.train.steps, 1))
     weights = signal_mask(batch, list(range(len(batch.completion_mask)))).float()
     weights[rows] = w_rows
     out = TokenWeighting(weights, rows, signals)

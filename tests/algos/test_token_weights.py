@@ -253,3 +253,48 @@ def test_weights_average_to_one_where_promised(data):
     e = token_weights("entropy_topk", signals, mask, top_frac=0.3)
     assert e.sum().item() >= math.ceil(round(0.3 * valid.sum().item(), 9))
     assert set(e.unique().tolist()) <= {0.0, 1.0}
+
+
+def test_each_method_reads_its_own_settings_record_from_the_config():
+    """Every method's settings are `token_weighting` keys, and non-default values reach the record."""
+    import dataclasses
+
+    from mmrlvr.algos.token_weights import METHODS
+    from mmrlvr.config import TokenWeightingConfig
+
+    for name in METHODS.names():
+        m = METHODS.get(name)
+        record = m.settings(TokenWeightingConfig())  # raises if a setting is not a config field
+        assert dataclasses.is_dataclass(record) and dataclasses.fields(record) == dataclasses.fields(m.params)
+    tw = TokenWeightingConfig(vppo_top_frac=0.25, vppo_beta_min=0.7, tor_both=3.5, kawhi_strength=0.3)
+    assert dataclasses.astuple(METHODS.get("vppo").settings(tw)) == (0.25, 0.7)
+    assert METHODS.get("tor").settings(tw).tor_both == 3.5 and METHODS.get("kawhi").settings(tw).kawhi_strength == 0.3
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        METHODS.get("vppo").settings(tw).vppo_top_frac = 1.0
+
+
+def test_a_setting_no_config_key_names_is_an_error_not_a_default():
+    from mmrlvr.algos.token_weights import Method, _params_record
+    from mmrlvr.config import TokenWeightingConfig
+
+    def misnamed(signals, mask, vppo_topfrac: float = 0.4):
+        return mask.float()
+
+    m = Method(misnamed, (), _params_record("misnamed", misnamed))
+    with pytest.raises(AttributeError, match=r"\['vppo_topfrac'\] are not fields of TokenWeightingConfig"):
+        m.settings(TokenWeightingConfig())
+    with pytest.raises(TypeError, match=r"\['vppo_topfrac'\]: no token weighting method has such a setting"):
+        token_weights("vppo", {"visual_dependency": torch.ones(1, 3)}, torch.ones(1, 3), vppo_topfrac=0.1)
+
+
+def test_the_settings_record_gives_what_keywords_give():
+    from mmrlvr.algos.token_weights import METHODS
+    from mmrlvr.config import TokenWeightingConfig
+
+    dep = torch.tensor([[0.9, 0.1, 0.5, 0.3, 0.7], [0.2, 0.8, 0.4, 0.6, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    tw = TokenWeightingConfig(vppo_top_frac=0.6, vppo_beta_min=0.5)
+    by_record = token_weights("vppo", {"visual_dependency": dep}, mask, METHODS.get("vppo").settings(tw))
+    by_keywords = token_weights("vppo", {"visual_dependency": dep}, mask, vppo_top_frac=0.6, vppo_beta_min=0.5)
+    default = token_weights("vppo", {"visual_dependency": dep}, mask)
+    assert torch.equal(by_record, by_keywords) and not torch.equal(by_record, default)
