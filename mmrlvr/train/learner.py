@@ -37,6 +37,7 @@ from mmrlvr.train.distributed import (
 from mmrlvr.train.micro_batches import RowLengths, forward_tokens, pack_rows, split_evenly
 from mmrlvr.train.forward_rows import batch_lengths, cheapest_row, forward_rows, warn_over_budget  # noqa: F401 - re-exported
 from mmrlvr.train.logprobs import completion_logprobs
+from mmrlvr.models.patches.options import ForwardOptions
 from mmrlvr.train.nonfinite import NonFiniteUpdateError
 from mmrlvr.types import RolloutBatch
 
@@ -82,9 +83,7 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
     lp, ent = completion_logprobs(
         model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows, :t], mask[:, :t],
         temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
-        entropy_grad=entropy_grad, prompt_once=cfg.train.prompt_once, chunked_head=cfg.train.chunked_head,
-        recompute_mlp=cfg.train.recompute_mlp,
-        mask_once=cfg.train.mask_once, recompute_norm=cfg.train.recompute_norm,
+        entropy_grad=entropy_grad, options=ForwardOptions.of(cfg.train),
     )
     keep = mask[:, :t].to(lp.device).bool()  # 0 on padding (rows shorter than the longest here): no one's values
     policy = getattr(batch, "policy_mask", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from typing import Sequence
 
@@ -12,6 +13,7 @@ from mmrlvr.data.collate import join_prompt_completion, select_rows  # noqa: F40
 from mmrlvr.models.wrapping import base_model, unwrap
 from mmrlvr.models.adapters import features_per_row, model_adapter
 from mmrlvr.models.patches.attention_mask import masks_once
+from mmrlvr.models.patches.options import PLAIN, ForwardOptions
 from mmrlvr.models.patches.chunked_head import head_logprobs, kept_head_input, output_layer, why_not_chunked
 from mmrlvr.models.patches.gated_mlp import recomputed_gated_mlps
 from mmrlvr.models.patches.rms_norm import recomputed_rms_norms
@@ -144,13 +146,13 @@ def completion_logprobs(
     suppress_ids: Sequence[int] = (),
     with_entropy: bool = False,
     entropy_grad: bool = True,
-    prompt_once: bool = False,
-    chunked_head: bool = False,
-    recompute_mlp: bool = False,
-    mask_once: bool = False,
-    recompute_norm: bool = False,
+    options: ForwardOptions = PLAIN,
+    **option_flags: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(N, T) log-probs (and entropies) of the completion tokens given their prompts.
+
+    `options` (`ForwardOptions`, from `train.*`) say how the forward saves memory; a caller may
+    name single options as keywords instead (`chunked_head=True`), which override `options`.
 
     Only the completion positions' logits are computed (`logits_to_keep`); callers micro-batch
     the rows so that those (n, T, V) logits stay bounded. `prompt_once`: each distinct prompt's
@@ -163,14 +165,15 @@ def completion_logprobs(
     (`mmrlvr.models.patches.attention_mask`). `recompute_norm`: RMSNorms fed bf16 / fp16 keep only
     their input for the backward (`mmrlvr.models.patches.rms_norm`). The patches are entered here,
     for the length of this one forward, and undone on leaving it (`mmrlvr.models.patches`)."""
+    o = dataclasses.replace(options, **option_flags) if option_flags else options
     t = completion_ids.shape[1]
-    blocks = chunked_head and why_not_chunked(model, completion_ids.numel(), CHUNK_ELEMENTS) is None
+    blocks = o.chunked_head and why_not_chunked(model, completion_ids.numel(), CHUNK_ELEMENTS) is None
     head = output_layer(model) if blocks else None
     with kept_head_input(head) if blocks else contextlib.nullcontext() as kept, \
-            recomputed_gated_mlps(model, recompute_mlp), masks_once(model, mask_once), \
-            recomputed_rms_norms(model, recompute_norm):
+            recomputed_gated_mlps(model, o.recompute_mlp), masks_once(model, o.mask_once), \
+            recomputed_rms_norms(model, o.recompute_norm):
         logits = None
-        if prompt_once:
+        if o.prompt_once:
             logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids)
         if logits is None:
             logits = _joined_logits(model, prompt_inputs, completion_ids, completion_mask)

@@ -13,6 +13,7 @@ import torch
 
 from mmrlvr.config import Config, ConfigError
 from mmrlvr.models.load import cast_frozen, load_policy
+from mmrlvr.models.patches.options import ForwardOptions
 from mmrlvr.train.precision import accelerate_mixed_precision, compute_dtype, sharded_engine_launch
 from mmrlvr.config.validate import tracker_problem
 
@@ -157,9 +158,8 @@ def prepare_policy(cfg: Config, ckpt: Path | None, train_set, run_dir: Path, pro
         return model, processor, None
     torch.manual_seed(cfg.seed)
     losses = warm_start(model, processor, train_set, ws.steps, ws.lr, ws.batch_size, cfg.seed,
-                        progress=progress.warm_start(ws.steps), chunked_head=cfg.train.chunked_head,
-                        recompute_mlp=cfg.train.recompute_mlp, mask_once=cfg.train.mask_once,
-                        recompute_norm=cfg.train.recompute_norm, dtype=compute_dtype(cfg.model.dtype))
+                        progress=progress.warm_start(ws.steps), options=ForwardOptions.of(cfg.train),
+                        dtype=compute_dtype(cfg.model.dtype))
     info = {"source": str(done), "steps": ws.steps, "loss_first": losses[0], "loss_last": losses[-1]}
     tmp = Path(tempfile.mkdtemp(prefix=".warm-", dir=run_dir))
     model.save_pretrained(tmp)

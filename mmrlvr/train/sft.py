@@ -7,6 +7,7 @@ something to correct that supervision could not).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Sequence
 
@@ -15,6 +16,7 @@ import torch
 from mmrlvr.data.collate import encode_prompts, pad_right, video_limits
 from mmrlvr.data.feed import decode_samples, log as data_log
 from mmrlvr.models.adapters import adapter_for
+from mmrlvr.models.patches.options import ForwardOptions
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.types import Sample
 
@@ -23,25 +25,27 @@ def target_ids(tokenizer, samples: Sequence[Sample], end_token: str = "<|im_end|
     return [tokenizer(s.target + end_token, add_special_tokens=False)["input_ids"] for s in samples]
 
 
-def sft_loss(model, processor, batch: Sequence[Sample], chunked_head: bool = True,
-             recompute_mlp: bool = True, mask_once: bool = True, recompute_norm: bool = True) -> torch.Tensor:
-    """Mean negative log-likelihood of the teacher completions' tokens. `chunked_head`: the output
-    layer in blocks where the logits are wide (`train.chunked_head`; no (N, T, V) logits);
-    `recompute_mlp`: the gated MLPs keep half their activations (`train.recompute_mlp`); `mask_once`:
-    one additive attention mask for every layer (`train.mask_once`); `recompute_norm`: RMSNorms keep
-    only their input (`train.recompute_norm`)."""
+SFT_FORWARD = ForwardOptions(chunked_head=True, recompute_mlp=True, mask_once=True, recompute_norm=True)
+"""The warm start's default: every memory patch on (`train.*`'s defaults); no prompt sharing (one
+row per prompt)."""
+
+
+def sft_loss(model, processor, batch: Sequence[Sample], options: ForwardOptions = SFT_FORWARD,
+             **option_flags: bool) -> torch.Tensor:
+    """Mean negative log-likelihood of the teacher completions' tokens; `options`: how the forward
+    saves memory (`ForwardOptions.of(cfg.train)`; the numbers do not depend on them), single
+    options as keywords override it (`chunked_head=False`)."""
     inputs = encode_prompts(processor, batch)
     end = adapter_for(getattr(processor, "model_type", None)).turn_end  # the family's end of turn
     ids, mask = pad_right(target_ids(processor.tokenizer, batch, end), processor.tokenizer.pad_token_id)
-    logp, _ = completion_logprobs(model, inputs, ids, mask, chunked_head=chunked_head, recompute_mlp=recompute_mlp,
-                                  mask_once=mask_once, recompute_norm=recompute_norm)
+    logp, _ = completion_logprobs(model, inputs, ids, mask, options=dataclasses.replace(options, **option_flags, prompt_once=False))
     mask = mask.to(logp.device).float()
     return -(logp * mask).sum() / mask.sum()
 
 
 def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: float, batch_size: int,
-               seed: int, progress=None, chunked_head: bool = True, recompute_mlp: bool = True,
-               mask_once: bool = True, recompute_norm: bool = True, dtype: torch.dtype | None = None) -> list[float]:
+               seed: int, progress=None, options: ForwardOptions = SFT_FORWARD,
+               dtype: torch.dtype | None = None) -> list[float]:
     """Train on teacher completions for `steps` steps; returns the loss curve. `dtype` (bf16): the
     forwards run in it and AdamW steps float32 masters of the trainable weights (the model's own
     float32 parameters, which hold the masters again when it returns: `precision.MasterWeights`)."""
@@ -63,7 +67,7 @@ def warm_start(model, processor, samples: Sequence[Sample], steps: int, lr: floa
             data_log.warning("bad media in sample %s, dropped from the warm-start batch: %s", s.id, reason)
         if not batch:
             continue
-        loss = sft_loss(model, processor, batch, chunked_head, recompute_mlp, mask_once, recompute_norm)
+        loss = sft_loss(model, processor, batch, options)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         masters.take_grads()  # bf16 gradients -> the float32 masters (nothing without masters)

@@ -215,7 +215,7 @@ def test_the_warm_start_loss_passes_its_settings_on(family_policy, monkeypatch):
     seen, made = [], []
     real, real_made = sft.completion_logprobs, am.additive_mask
     monkeypatch.setattr(sft, "completion_logprobs", lambda *a, **kw: (
-        seen.append((kw["recompute_mlp"], kw["mask_once"], kw["recompute_norm"])), real(*a, **kw))[1])
+        seen.append((kw["options"].recompute_mlp, kw["options"].mask_once, kw["options"].recompute_norm)), real(*a, **kw))[1])
     monkeypatch.setattr(am, "additive_mask", lambda m, d: (made.append(1), real_made(m, d))[1])
     batch = load_task("counting", "train", 4, 0)
     batch[1] = dataclasses.replace(batch[1], target=batch[1].target + " Counted twice.")  # padding: a mask

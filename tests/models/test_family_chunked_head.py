@@ -234,8 +234,8 @@ def test_the_warm_start_reads_train_chunked_head(monkeypatch, tmp_path):
 
     seen = []
     real = sft.sft_loss
-    monkeypatch.setattr(sft, "sft_loss", lambda m, p, b, chunked=True, recompute=True, once=True, norm=True: (
-        seen.append((chunked, recompute, once, norm)), real(m, p, b, chunked, recompute, once, norm))[1])
+    monkeypatch.setattr(sft, "sft_loss", lambda m, p, b, o: (
+        seen.append((o.chunked_head, o.recompute_mlp, o.mask_once, o.recompute_norm)), real(m, p, b, o))[1])
     for chunked, recompute, once in (("false", "true", "false"), ("true", "false", "true")):
         cfg = load_config("configs/quickstart.yaml", [f"output_dir={tmp_path / chunked}", "warm_start.steps=1",
                                                       "warm_start.batch_size=2", f"train.chunked_head={chunked}",

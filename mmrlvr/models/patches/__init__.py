@@ -7,8 +7,9 @@ needs only torch and `mmrlvr.models.wrapping` (to look through DDP / DeepSpeed /
 see sharded parameters); it knows nothing of training. `models` sits below `train` in the layers
 of `tests/test_layers.py`, so nothing here may import training code, and nothing does. Training
 decides when to patch: `mmrlvr.train.logprobs.completion_logprobs` enters the patches around its
-one forward, with the flags of `train.*` handed down by the learner (`mmrlvr.train.learner`) and
-the supervised warm start (`mmrlvr.train.sft`). That composition stays in `train/logprobs.py`, with
+one forward, with the flags of `train.*` handed down as one `ForwardOptions` record
+(`mmrlvr.models.patches.options`) by the learner (`mmrlvr.train.learner`) and the supervised warm
+start (`mmrlvr.train.sft`). That composition stays in `train/logprobs.py`, with
 the log-prob math and the prompt-once forward it shares a function with. `mmrlvr.plan.activations`
 counts the bytes each patch saves, from the same flags.
 
