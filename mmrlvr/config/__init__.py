@@ -12,7 +12,8 @@ Modules (each one job; layers as in tests/test_layers.py):
 - `validate`: `validate_config` and `config_errors`, a whole config checked (tasks, verifiers,
   algos, presets) before anything heavy loads; its rules are `rules` (the rule record and checks),
   `bounds` (numeric bounds and sizes), `task_checks` (the task section and its arguments),
-  `arrol_checks` (sample_efficiency.arrol) and `notes` (warnings that do not stop a run).
+  `rollout_checks` (the engine, the rollout server, episodes), `arrol_checks`
+  (sample_efficiency.arrol) and `notes` (warnings that do not stop a run).
 - `docs`: renders `mmrlvr config --show` (the annotated reference, task arguments included).
 
 This face imports only the schema layer: `validate`, `notes` and `docs` read tasks, verifiers and

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from mmrlvr.data.file_checks import _has_content, first_bad_jsonl_line, unclosed_quote_line
 from mmrlvr.data.media import RowRef
 from mmrlvr.types import Sample
 
@@ -112,49 +113,6 @@ def _load_files(files: list[str], suffix: str, cache_dir, spec: str):
     # the conversion used, or Arrow's allocator keeps them (hundreds of MB for image columns)
     pa.default_memory_pool().release_unused()
     return ds
-
-
-def _has_content(path: str) -> bool:
-    """Whether a text file holds anything but whitespace (reads at most until the first byte)."""
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 16):
-            if chunk.strip():
-                return True
-    return False
-
-
-def unclosed_quote_line(path: str) -> int | None:
-    """The line where a CSV quote opens that never closes (1-based), else None.
-
-    A doubled quote ("") inside a quoted cell is an escaped quote and toggles twice; a quoted cell
-    may span lines. Without this check an unterminated quote silently merges rows."""
-    inside, opened = False, None
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, start=1):
-            for _ in range(raw.count(b'"')):
-                inside = not inside
-                if inside:
-                    opened = n
-    return opened if inside else None
-
-
-def first_bad_jsonl_line(path: str) -> str | None:
-    """"FILE: line N: why" for the first line that is not UTF-8 or not a JSON object, else None."""
-    import json
-
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                return f"{path}: line {n}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1})"
-            except ValueError as exc:
-                return f"{path}: line {n}: not valid JSON ({str(exc)[:120]})"
-            if not isinstance(row, dict):
-                return f"{path}: line {n}: not a JSON object"
-    return None
 
 
 def _pick_split(ds, split: str, spec: str):

@@ -83,6 +83,77 @@ def _prompt_tokens(processor):
     return lambda sample: int(encode_prompts(processor, [sample])["attention_mask"].sum())
 
 
+def _write_hints(rnd, ctx, s: HillSettings, hard: list[int]) -> tuple[list, object, list]:
+    """Steps 1-3: per hard prompt one of its failed answers, drawn with the round's seed, goes into
+    the hinter's prompt; the policy writes `num_hints` hints for it; each hint meets HiLL's gates.
+    (hinter samples, their rollout, per hard prompt [(hint, gate status)] in hint order)."""
+    cfg, g, m = ctx.cfg, rnd.rewards.shape[1], s.num_hints
+    rng = random.Random(ctx.seed * 1009 + rnd.index)
+    hinters = [hinter_sample(rnd.prompts[k], rnd.out.completions[k * g + rng.randrange(g)].text, s.hinter_template)
+               for k in hard]
+    hout = ctx.engine.rollout(hinters, m, cfg.rollout, seed=ctx.seed * 1000 + 700 + rnd.index, return_logprobs=True,
+                              max_new_tokens=s.hinter_max_new_tokens or cfg.rollout.max_new_tokens)
+    count = _prompt_tokens(ctx.engine.processor)
+    gates = [[gate(hout.completions[i * m + j].text, rnd.prompts[k], s, count) for j in range(m)]
+             for i, k in enumerate(hard)]
+    return hinters, hout, gates
+
+
+def _answer_hinted(rnd, ctx, hard: list[int], passing: list, hinted: list) -> tuple[dict, object, list | None]:
+    """Step 4: each passing hint's prompt answered G times, scored by the run's reward, and the
+    answers' reliance on the hint. ({(i, j): (G rewards, mean reliance, index in `hinted`)}, the
+    rollout, its verdicts); no hint passed: ({}, None, None), nothing generated."""
+    rewards: dict = {}  # (i, j) -> (G,) rewards of hint j of hard prompt i
+    if not hinted:
+        return rewards, None, None
+    cfg, g = ctx.cfg, rnd.rewards.shape[1]
+    rout = ctx.engine.rollout(hinted, g, cfg.rollout, seed=ctx.seed * 1000 + 800 + rnd.index, return_logprobs=True)
+    rr, _, rv = score_completions(rout.completions, hinted, g, cfg.rewards, ctx.scorer)
+    for p, key in enumerate(passing):
+        rows = slice(p * g, (p + 1) * g)
+        delta = reliance(ctx.engine, cfg, rnd.prompts[hard[key[0]]], select_rows(rout.prompt_inputs, [p]),
+                         rout.completion_ids[rows], rout.completion_mask[rows])
+        rewards[key] = (rr[p], mean_reliance(delta, rr[p]), p)
+    return rewards, rout, rv
+
+
+def _choose_hints(hard: list[int], s: HillSettings, rewards: dict, hinted: list, rout, rv, g: int) -> tuple:
+    """Step 5: every hint's reward (a failed gate scores the penalty, or 0 when no hint of the round
+    passed), and the hard groups that the re-rollouts of their best hint replace.
+    ([per hard prompt, the M hint rewards], {group: replacement}, the chosen hints' reliances)."""
+    hint_rewards, replaced, chosen_reliance = [], {}, []
+    for i, k in enumerate(hard):
+        scored = [hint_reward(rewards[(i, j)][0], True, s.reward_type, rewards[(i, j)][1], s.transfer_temperature)
+                  if (i, j) in rewards else (GATE_FAILURE_PENALTY if hinted else 0.0, 0.0) for j in range(s.num_hints)]
+        hint_rewards.append([r for r, _ in scored])
+        best = best_hint([r for r, _ in scored], [pt for _, pt in scored])
+        if best is not None:
+            r, rel, p = rewards[(i, best)]
+            replaced[k] = _group(rout, range(p * g, (p + 1) * g), hinted[p], r, rv[p * g:(p + 1) * g])
+            if rel is not None:
+                chosen_reliance.append(rel)
+    return hint_rewards, replaced, chosen_reliance
+
+
+def _round_metrics(gates: list, hint_rewards: list, rewards: dict, replaced: dict, hinted: list, b: int,
+                   g: int) -> dict:
+    """The hinter's mean reward, the share of hints each gate stopped, how the hinted prompts were
+    answered and how many groups they replaced, and all rows generated this round."""
+    statuses = [st for row in gates for _, st in row]
+    n_hints = len(statuses)
+    return {
+        "reward/hinter/mean": sum(sum(x) for x in hint_rewards) / n_hints,
+        "hill/gate_pass_frac": statuses.count("ok") / n_hints,
+        "hill/parse_fail_frac": statuses.count("parse") / n_hints,
+        "hill/leak_frac": statuses.count("leak") / n_hints,
+        "hill/overlong_frac": statuses.count("overlong") / n_hints,
+        "hill/hinted_pass_rate": (sum(float((v[0] > POSITIVE_THRESHOLD).float().mean()) for v in rewards.values())
+                                  / len(rewards)) if rewards else 0.0,
+        "hill/replaced_frac": len(replaced) / b,
+        "hill/generated": b * g + n_hints + len(hinted) * g,
+    }
+
+
 def hill_hints(rnd, ctx):
     """The collect strategy: a no-op unless `rollout.episode` is hill (see the module docstring)."""
     cfg = ctx.cfg
@@ -99,55 +170,16 @@ def hill_hints(rnd, ctx):
     if not hard or len(hard) < s.min_hard_prompts:
         return dataclasses.replace(rnd, metrics={**rnd.metrics, **metrics})
     t0 = time.perf_counter()
-    rng = random.Random(ctx.seed * 1009 + rnd.index)
     m = s.num_hints
-    hinters = [hinter_sample(rnd.prompts[k], rnd.out.completions[k * g + rng.randrange(g)].text, s.hinter_template)
-               for k in hard]
-    hout = ctx.engine.rollout(hinters, m, cfg.rollout, seed=ctx.seed * 1000 + 700 + rnd.index, return_logprobs=True,
-                              max_new_tokens=s.hinter_max_new_tokens or cfg.rollout.max_new_tokens)
-    count = _prompt_tokens(ctx.engine.processor)
-    gates = [[gate(hout.completions[i * m + j].text, rnd.prompts[k], s, count) for j in range(m)]
-             for i, k in enumerate(hard)]
+    hinters, hout, gates = _write_hints(rnd, ctx, s, hard)
     passing = [(i, j) for i in range(len(hard)) for j in range(m) if gates[i][j][1] == "ok"]
     hinted = [hinted_sample(rnd.prompts[hard[i]], gates[i][j][0], j) for i, j in passing]
-    rewards: dict = {}  # (i, j) -> (G,) rewards of hint j of hard prompt i
-    replaced: dict = {}
-    chosen_reliance = []
-    if hinted:
-        rout = ctx.engine.rollout(hinted, g, cfg.rollout, seed=ctx.seed * 1000 + 800 + rnd.index, return_logprobs=True)
-        rr, _, rv = score_completions(rout.completions, hinted, g, cfg.rewards, ctx.scorer)
-        for p, key in enumerate(passing):
-            rows = slice(p * g, (p + 1) * g)
-            delta = reliance(ctx.engine, cfg, rnd.prompts[hard[key[0]]], select_rows(rout.prompt_inputs, [p]),
-                             rout.completion_ids[rows], rout.completion_mask[rows])
-            rewards[key] = (rr[p], mean_reliance(delta, rr[p]), p)
-    hint_rewards = []
-    for i, k in enumerate(hard):
-        scored = [hint_reward(rewards[(i, j)][0], True, s.reward_type, rewards[(i, j)][1], s.transfer_temperature)
-                  if (i, j) in rewards else (GATE_FAILURE_PENALTY if hinted else 0.0, 0.0) for j in range(m)]
-        hint_rewards.append([r for r, _ in scored])
-        best = best_hint([r for r, _ in scored], [pt for _, pt in scored])
-        if best is not None:
-            r, rel, p = rewards[(i, best)]
-            replaced[k] = _group(rout, range(p * g, (p + 1) * g), hinted[p], r, rv[p * g:(p + 1) * g])
-            if rel is not None:
-                chosen_reliance.append(rel)
+    rewards, rout, rv = _answer_hinted(rnd, ctx, hard, passing, hinted)
+    hint_rewards, replaced, chosen_reliance = _choose_hints(hard, s, rewards, hinted, rout, rv, g)
     derived = [_group(hout, range(i * m, (i + 1) * m), hinters[i], torch.tensor(hint_rewards[i]),
                       [Verdict(max(0.0, x), reason=f"hint {gates[i][j][1]}") for j, x in enumerate(hint_rewards[i])])
                for i in range(len(hard))]
-    statuses = [st for row in gates for _, st in row]
-    n_hints = len(statuses)
-    metrics.update({
-        "reward/hinter/mean": sum(sum(x) for x in hint_rewards) / n_hints,
-        "hill/gate_pass_frac": statuses.count("ok") / n_hints,
-        "hill/parse_fail_frac": statuses.count("parse") / n_hints,
-        "hill/leak_frac": statuses.count("leak") / n_hints,
-        "hill/overlong_frac": statuses.count("overlong") / n_hints,
-        "hill/hinted_pass_rate": (sum(float((v[0] > POSITIVE_THRESHOLD).float().mean()) for v in rewards.values())
-                                  / len(rewards)) if rewards else 0.0,
-        "hill/replaced_frac": len(replaced) / b,
-        "hill/generated": b * g + n_hints + len(hinted) * g,
-    })
+    metrics.update(_round_metrics(gates, hint_rewards, rewards, replaced, hinted, b, g))
     if chosen_reliance:
         metrics["hill/reliance_mean"] = sum(chosen_reliance) / len(chosen_reliance)
     return dataclasses.replace(rnd, replaced={**rnd.replaced, **replaced}, derived_groups=[*rnd.derived_groups, *derived],

@@ -182,6 +182,64 @@ def _region_probe(model, layers: Sequence[int], heads: int, frac: float, valid: 
     out.append(region_attention(state["maps"], state["visual"], valid.to(state["visual"].device), frac))
 
 
+def _checked_needs(needs: Sequence[str], clean: dict | None) -> set[str]:
+    """The requested signals as a set, refused before any forward runs: a name that is not a signal,
+    or given log-probs (`clean`) with a signal that only the clean forward's states can give."""
+    unknown = set(needs) - set(SIGNALS)
+    if unknown:
+        raise KeyError(f"unknown token signals {sorted(unknown)}; known: {', '.join(SIGNALS)}")
+    needs = set(needs)
+    if clean is not None and needs & {"visual_similarity", "region_attention"}:
+        raise ValueError("visual_similarity and region_attention need the clean forward's hidden states or "
+                         "attention; they cannot reuse given log-probs")
+    return needs
+
+
+def _row_chunks(n: int, chunks: Sequence[Sequence[int]] | None, chunk_rows: int) -> list[list[int]]:
+    """The rows of each forward: the given chunks, else `chunk_rows` consecutive rows at a time.
+    Each of the n rows must be in exactly one, or the results could not be put back in row order."""
+    chunks = [list(c) for c in chunks] if chunks is not None else [list(range(s, min(n, s + chunk_rows)))
+                                                                     for s in range(0, n, chunk_rows)]
+    order = [r for c in chunks for r in c]
+    if sorted(order) != list(range(n)):
+        raise ValueError(f"signal chunks must cover each of the {n} rows once")
+    return chunks
+
+
+def _clean_chunk(model, inputs: dict, ids: torch.Tensor, mask: torch.Tensor, tc: int, needs: set[str],
+                 temperature: float, suppress_ids: Sequence[int], similarity: tuple, kawhi: tuple) -> dict[str, list]:
+    """One chunk's clean forward: its (rows, tc) log-probs and entropy, plus the similarity and region
+    maps of the probes hooked in for it (only those asked for: each adds hooks, region attention
+    eager attention). `similarity`: (layers, at_token); `kawhi`: (layers, heads, region_frac)."""
+    sims: list = []
+    regions: list = []
+    probe = _similarity_probe(model, similarity[0], tc, sims, similarity[1]) if "visual_similarity" in needs else _null()
+    region = _region_probe(model, *kawhi, mask, regions) if "region_attention" in needs else _null()
+    with probe, region:
+        logits = _forward(model, inputs, ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
+    lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
+    return {"logprobs": [lp], "entropy": [ent], "visual_similarity": sims, "region_attention": regions}
+
+
+def _in_row_order(out: dict[str, list], needs: set[str], order: list[int], valid: torch.Tensor,
+                  corrupted: bool) -> dict[str, torch.Tensor]:
+    """The chunks' pieces joined back into row order, the requested signals only, 0 off `valid`;
+    visual_dependency compares the clean log-probs with the corrupted forward's."""
+    back = torch.empty(len(order), dtype=torch.long)
+    back[torch.tensor(order)] = torch.arange(len(order))  # chunk order -> row order
+
+    def rows_of(parts: list) -> torch.Tensor:
+        return torch.cat(parts)[back]
+
+    result = {}
+    for name in ("entropy", "visual_similarity", "region_attention"):
+        if name in needs:
+            result[name] = rows_of(out[name]) * valid
+    if corrupted:
+        result["visual_dependency"] = visual_dependency(rows_of(out["logprobs"]), rows_of(out["corrupt"]), valid)
+    return result
+
+
 @torch.no_grad()
 def compute_signals(
     model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor,
@@ -207,39 +265,22 @@ def compute_signals(
     and their images are context), so inserted tokens come back 0.
     region_attention (`kawhi_*`: see `_region_probe`) runs the clean forward with eager attention.
     """
-    unknown = set(needs) - set(SIGNALS)
-    if unknown:
-        raise KeyError(f"unknown token signals {sorted(unknown)}; known: {', '.join(SIGNALS)}")
-    needs = set(needs)
-    if clean is not None and needs & {"visual_similarity", "region_attention"}:
-        raise ValueError("visual_similarity and region_attention need the clean forward's hidden states or "
-                         "attention; they cannot reuse given log-probs")
+    needs = _checked_needs(needs, clean)
     n, t = completion_ids.shape
     out: dict[str, list] = {k: [] for k in ("logprobs", "entropy", "visual_similarity", "region_attention", "corrupt")}
     corrupted = corrupt_media(prompt_inputs, corrupt_prob, seed, fill) if "visual_dependency" in needs else None
-    chunks = [list(c) for c in chunks] if chunks is not None else [list(range(s, min(n, s + chunk_rows)))
-                                                                     for s in range(0, n, chunk_rows)]
-    order = [r for c in chunks for r in c]
-    if sorted(order) != list(range(n)):
-        raise ValueError(f"signal chunks must cover each of the {n} rows once")
+    chunks = _row_chunks(n, chunks, chunk_rows)
     for rows in chunks:
         # forward only up to these rows' longest completion: causal positions never see the padding
         tc = max(1, int(completion_mask[rows].sum(1).max()))
         ids, mask = completion_ids[rows, :tc], completion_mask[rows, :tc]
         pad = (0, t - tc)
         if clean is None:
-            sims: list = []
-            regions: list = []
-            probe = _similarity_probe(model, similarity_layers, tc, sims, similarity_at_token) if "visual_similarity" in needs else _null()
-            region = (_region_probe(model, kawhi_layers, kawhi_heads, kawhi_region_frac, mask, regions)
-                      if "region_attention" in needs else _null())
-            with probe, region:
-                logits = _forward(model, select_rows(prompt_inputs, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
-            lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
-            out["logprobs"].append(F.pad(lp.cpu(), pad))
-            out["entropy"].append(F.pad(ent.cpu(), pad))
-            out["visual_similarity"] += [F.pad(x.cpu(), pad) for x in sims]
-            out["region_attention"] += [F.pad(x.cpu(), pad) for x in regions]
+            parts = _clean_chunk(model, select_rows(prompt_inputs, rows), ids, mask, tc, needs, temperature,
+                                 suppress_ids, (similarity_layers, similarity_at_token),
+                                 (kawhi_layers, kawhi_heads, kawhi_region_frac))
+            for key, pieces in parts.items():
+                out[key] += [F.pad(x.cpu(), pad) for x in pieces]
         else:
             out["logprobs"].append(clean["logprobs"][rows].detach().float().cpu())
             out["entropy"].append(clean["entropy"][rows].detach().float().cpu())
@@ -248,22 +289,7 @@ def compute_signals(
             lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]
             out["corrupt"].append(F.pad(lp_c.cpu(), pad))
     valid = (completion_mask if valid is None else valid).bool().cpu()
-    back = torch.empty(n, dtype=torch.long)
-    back[torch.tensor(order)] = torch.arange(n)  # chunk order -> row order
-
-    def rows_of(parts: list) -> torch.Tensor:
-        return torch.cat(parts)[back]
-
-    result = {}
-    if "entropy" in needs:
-        result["entropy"] = rows_of(out["entropy"]) * valid
-    if "visual_similarity" in needs:
-        result["visual_similarity"] = rows_of(out["visual_similarity"]) * valid
-    if "region_attention" in needs:
-        result["region_attention"] = rows_of(out["region_attention"]) * valid
-    if corrupted is not None:
-        result["visual_dependency"] = visual_dependency(rows_of(out["logprobs"]), rows_of(out["corrupt"]), valid)
-    return result
+    return _in_row_order(out, needs, [r for c in chunks for r in c], valid, corrupted is not None)
 
 
 @contextmanager
