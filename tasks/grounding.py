@@ -44,7 +44,7 @@ from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messa
 from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
-from mmrlvr.verifiers.grounding import FAMILY_BOX_FORMATS, family_box_format
+from mmrlvr.verifiers.grounding import family_box_format
 
 VERIFIERS = ('iou', 'boxes')  # what its samples are scored by (each sample's own verifier)
 
@@ -56,13 +56,20 @@ COLUMNS = {
     "id": ["id", "ann_id", "question_id"],
     "prompt": ["prompt"],  # the whole user text, when the data carries it (TRL style)
 }
-CONVENTIONS = FAMILY_BOX_FORMATS  # per model family, documented in mmrlvr.verifiers.grounding
 UNITS = {"norm1000": "relative coordinates from 0 to 1000", "norm1": "relative coordinates from 0 to 1",
          "absolute": "pixels of the image"}
 SHAPES = ("circle", "square", "triangle")
 COLORS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 220), "yellow": (230, 200, 30)}
 GRID, CELL, SIZE, SHAPE = 4, 28, 112, 16
 RAMP = 150  # background levels added across the image (see _draw)
+
+
+def __getattr__(name: str):
+    if name == "CONVENTIONS":  # per model family, from each family's record (mmrlvr.verifiers.grounding)
+        from mmrlvr.verifiers import grounding
+
+        return grounding.FAMILY_BOX_FORMATS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def box_format_for(coords: str, model_type: str | None) -> str:

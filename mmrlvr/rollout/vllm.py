@@ -29,7 +29,7 @@ from mmrlvr.rollout.vllm_inputs import (
     SampledText, allowed_token_ids, continuation_request, model_vocab_size, placeholder_ids, processor_kwargs,
     request_seeds, resolve_max_model_len, rollout_output, sampling_fields, vllm_request,
 )
-from mmrlvr.rollout.weight_names import sync_pairs, vllm_param_name
+from mmrlvr.rollout.weight_names import sync_pairs, vllm_episodes, vllm_param_name
 from mmrlvr.types import Completion, Sample
 
 CPU_MAX_NUM_BATCHED_TOKENS = 32768  # vLLM's CPU default (4096) splits prompt batches; seeded requests then crash
@@ -204,7 +204,7 @@ class VLLMRolloutEngine:
         learner's token ids of prompt + completion so far, the inserted images), as a vLLM token
         prompt with its media (`vllm_inputs.continuation_request`), one seeded request each: per
         context (token ids, sampler log-probs, stopped, text), as `HFRolloutEngine.continue_rows`."""
-        if not self.model_type.startswith("qwen"):
+        if not vllm_episodes(self.model_type):
             raise ValueError(f"multi-turn episodes on the vLLM engine need a Qwen-VL family (one placeholder token "
                              f"per image, expanded by vLLM); model_type is {self.model_type!r}: use rollout.engine=hf")
         requests = [continuation_request(c.token_ids, c.sample, c.images, self.placeholders, self.processor)

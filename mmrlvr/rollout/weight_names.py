@@ -18,62 +18,43 @@ from __future__ import annotations
 
 import re
 
+from mmrlvr.models.family_spec import (  # noqa: F401  (re-exported)
+    FAMILY_SPECS, LLAVA_PREFIXES, QWEN_PREFIXES, TEXT_PACKED, VllmNames, family_specs,
+)
 from mmrlvr.models.wrapping import unwrap
 
-FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3", "idefics3", "llava_onevision")
-
-# checkpoint prefix -> vLLM prefix; the first match wins, so specific prefixes come first.
-# "model.language_model." / "model.visual." are transformers >= 4.52 names (what transformers 5
-# saves); "model." / "visual." are the original Qwen checkpoints' names.
-_QWEN_PREFIXES = (
-    ("model.language_model.", "language_model.model."),
-    ("model.visual.", "visual."),
-    ("lm_head.", "language_model.lm_head."),
-    ("model.", "language_model.model."),
-    ("visual.", "visual."),
-)
-_LLAVA_PREFIXES = (  # vLLM's gemma3_mm / llava_onevision mappers
-    ("model.language_model.", "language_model.model."),
-    ("model.vision_tower.vision_model.", "vision_tower.vision_model."),
-    # transformers 5.24 builds the SigLIP tower without its `vision_model` level; vLLM's
-    # SiglipVisionModel keeps it (as the released checkpoints do)
-    ("model.vision_tower.", "vision_tower.vision_model."),
-    ("model.multi_modal_projector.", "multi_modal_projector."),
-    ("model.image_newline", "image_newline"),
-    ("lm_head.", "language_model.lm_head."),
-)
-_PREFIXES = {"qwen2_vl": _QWEN_PREFIXES, "qwen2_5_vl": _QWEN_PREFIXES, "qwen3_vl": _QWEN_PREFIXES,
-             "gemma3": _LLAVA_PREFIXES, "llava_onevision": _LLAVA_PREFIXES,
-             # vLLM's Idefics3 keeps transformers' layout: model.text_model / vision_model / connector
-             "idefics3": (("model.", "model."), ("lm_head.", "lm_head."))}
-_LANGUAGE = {"idefics3": ("model.text_model.", "lm_head.")}  # else language_model.*
+# Each family's vLLM names are the `vllm` field of its record (`mmrlvr.models.family_spec.VllmNames`);
+# the shared prefix and packing tables live there too and are re-exported here.
+_QWEN_PREFIXES, _LLAVA_PREFIXES, _TEXT_PACKED = QWEN_PREFIXES, LLAVA_PREFIXES, TEXT_PACKED
 _LM_HEADS = ("language_model.lm_head.", "lm_head.")
-# vLLM names it never builds: LLaVA-OneVision reads the SigLIP tower's hidden states before its
-# final norm, so vLLM's SiglipVisionModel is made without post_layernorm and drops its weights
-_DROPPED = {"llava_onevision": ("vision_tower.vision_model.post_layernorm.",)}
-
-# fused parameters in vLLM: (regex on the vLLM name, fused module, shard id)
-_TEXT_PACKED = (
-    (r"\.self_attn\.q_proj\.", ".self_attn.qkv_proj.", "q"),
-    (r"\.self_attn\.k_proj\.", ".self_attn.qkv_proj.", "k"),
-    (r"\.self_attn\.v_proj\.", ".self_attn.qkv_proj.", "v"),
-    (r"\.mlp\.gate_proj\.", ".mlp.gate_up_proj.", 0),
-    (r"\.mlp\.up_proj\.", ".mlp.gate_up_proj.", 1),
-)
-_VISION_PACKED = {
-    "qwen2_vl": (),  # vision MLP is fc1/fc2, attention already fused as qkv
-    "qwen2_5_vl": ((r"\.mlp\.gate_proj\.", ".mlp.gate_up_proj.", 0), (r"\.mlp\.up_proj\.", ".mlp.gate_up_proj.", 1)),
-    "qwen3_vl": (),  # vision MLP is linear_fc1/linear_fc2
-    # SigLIP / Idefics3 vision attention: q/k/v packed into qkv_proj; MLP fc1/fc2 unpacked
-    "gemma3": _TEXT_PACKED[:3], "idefics3": _TEXT_PACKED[:3], "llava_onevision": _TEXT_PACKED[:3],
-}
 
 
-def _family(model_type: str) -> str:
+def families() -> tuple[str, ...]:
+    """The families with a vLLM weight mapping: every record with a `vllm` field (also `FAMILIES`)."""
+    return tuple(s.model_type for s in family_specs() if s.vllm is not None)
+
+
+def __getattr__(name: str):
+    if name == "FAMILIES":
+        return families()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _names(model_type: str) -> VllmNames:
     fam = model_type.removesuffix("_text").removesuffix("_moe")
-    if fam not in FAMILIES:
-        raise ValueError(f"no vLLM weight mapping for model_type {model_type!r}; known: {', '.join(FAMILIES)}")
-    return fam
+    spec = FAMILY_SPECS.get(fam)
+    if spec is None or spec.vllm is None:
+        raise ValueError(f"no vLLM weight mapping for model_type {model_type!r}; known: {', '.join(families())}")
+    return spec.vllm
+
+
+def vllm_episodes(model_type: str) -> bool:
+    """Whether vLLM runs the family's multi-turn episodes (its record's `vllm.episodes`: one placeholder
+    token per image, expanded by vLLM); a model type with no record is taken at its name (Qwen-VL)."""
+    spec = FAMILY_SPECS.get(model_type.removesuffix("_text").removesuffix("_moe"))
+    if spec is None:
+        return model_type.startswith("qwen")
+    return spec.vllm is not None and spec.vllm.episodes
 
 
 def checkpoint_name(name: str) -> str | None:
@@ -91,8 +72,8 @@ def checkpoint_name(name: str) -> str | None:
 
 def vllm_param_name(name: str, model_type: str, tie_word_embeddings: bool = False) -> tuple[str, object] | None:
     """A checkpoint name -> (vLLM parameter name, shard id or None); None if vLLM skips it."""
-    fam = _family(model_type)
-    for old, new in _PREFIXES[fam]:
+    names = _names(model_type)
+    for old, new in names.prefixes:
         if name.startswith(old):
             name = new + name[len(old):]
             break
@@ -100,25 +81,20 @@ def vllm_param_name(name: str, model_type: str, tie_word_embeddings: bool = Fals
         raise ValueError(f"parameter {name!r} has no vLLM counterpart for {model_type}")
     if tie_word_embeddings and name.startswith(_LM_HEADS):
         return None  # vLLM ties lm_head to embed_tokens and skips the duplicate
-    if name.startswith(_DROPPED.get(fam, ())):
+    if name.startswith(names.dropped):
         return None
-    language = name.startswith(_LANGUAGE.get(fam, ("language_model.",)))
-    packed = _TEXT_PACKED if language else _VISION_PACKED[fam]
+    language = name.startswith(names.language)
+    packed = TEXT_PACKED if language else names.vision_packed
     for pattern, fused, shard in packed:
         if re.search(pattern, name):
             return re.sub(pattern, fused, name), shard
     return name, None
 
 
-# vLLM's SiglipVisionModel keeps the `vision_model` level that transformers 5.x drops; its gemma3_mm
-# / llava_onevision mappers only strip `model.`, so a synced tower weight needs the level put back
-# (else vLLM 0.32 raises "There is no module or parameter named 'vision_tower.embeddings'")
-_SIGLIP_TOWER = {"gemma3": "model.vision_tower.", "llava_onevision": "model.vision_tower."}
-
-
 def vllm_checkpoint_name(name: str, model_type: str) -> str:
     """A checkpoint name as vLLM's `load_weights` accepts it: the SigLIP tower's `vision_model.` restored."""
-    tower = _SIGLIP_TOWER.get(model_type.removesuffix("_text"))
+    spec = FAMILY_SPECS.get(model_type.removesuffix("_text"))
+    tower = spec.vllm.siglip_tower if spec is not None and spec.vllm is not None else None
     if tower and name.startswith(tower) and not name.startswith(tower + "vision_model."):
         return tower + "vision_model." + name[len(tower):]
     return name

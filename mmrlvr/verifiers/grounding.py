@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from types import MappingProxyType
 
+from mmrlvr.models.family_spec import BOX_FORMATS, DEFAULT_FAMILY, family_specs  # noqa: F401  (BOX_FORMATS re-exported)
 from mmrlvr.types import Verdict
 from mmrlvr.verifiers.base import BadReference, finite_reference, register_verifier
 from mmrlvr.verifiers.extract import final_answer
@@ -18,25 +20,32 @@ _S = r"\s{0,8}"
 _PAIR_BOX = re.compile(rf"\({_S}({_NUM}){_S},{_S}({_NUM}){_S}\){_S},?{_S}\({_S}({_NUM}){_S},{_S}({_NUM}){_S}\)", re.I)
 _LIST_BOX = re.compile(rf"\[{_S}({_NUM}){_S},{_S}({_NUM}){_S},{_S}({_NUM}){_S},{_S}({_NUM}){_S}\]", re.I)
 MAX_TEXT = 20_000
-BOX_FORMATS = ("absolute", "norm1000", "norm1")
-
 # The coordinates each model family answers boxes in (`meta.box_format`), by `config.model_type`:
-# - qwen2_5_vl: absolute pixels of the processor-resized image (mapped back with meta.input_size);
-# - qwen2_vl, qwen3_vl, internvl: relative 0-1000 of the image, x before y;
-# - llava_onevision: relative 0-1 (LLaVA's RefCOCO data; OneVision does not pad to a square, so
-#   relative to the original image);
-# - gemma3, idefics3/smolvlm: no box format of their own in their released training recipes;
-#   they are asked for relative 0-1000 (gemma3) and relative 0-1 (idefics3/smolvlm) coordinates.
-# Any other family: absolute pixels. The task writes the unit into the prompt (tasks/grounding.py).
-FAMILY_BOX_FORMATS = {
-    "qwen2_5_vl": "absolute", "qwen2_vl": "norm1000", "qwen3_vl": "norm1000", "qwen3_vl_moe": "norm1000",
-    "internvl": "norm1000", "gemma3": "norm1000", "llava_onevision": "norm1", "idefics3": "norm1", "smolvlm": "norm1",
-}
+# the `box_format` of its record (`mmrlvr.models.family_spec`, where each one's reason is noted),
+# its aliases' too (smolvlm is idefics3). Model types with no family record that still have a known
+# convention are listed here: Qwen3-VL's MoE and InternVL answer in relative 0-1000 of the image.
+# Any other model type: absolute pixels. The task writes the unit into the prompt (tasks/grounding.py).
+OTHER_BOX_FORMATS = {"qwen3_vl_moe": "norm1000", "internvl": "norm1000"}
+
+
+def family_box_formats() -> dict[str, str]:
+    """model_type -> box convention of every family record, alias and model type above (also
+    `FAMILY_BOX_FORMATS`, made on each access so a record registered later is in it)."""
+    out = dict(OTHER_BOX_FORMATS)
+    for spec in family_specs():  # a record's convention wins over the list above
+        out.update(dict.fromkeys((spec.model_type, *spec.aliases), spec.box_format))
+    return out
+
+
+def __getattr__(name: str):
+    if name == "FAMILY_BOX_FORMATS":
+        return MappingProxyType(family_box_formats())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def family_box_format(model_type: str | None) -> str:
     """The box convention of a model family (see FAMILY_BOX_FORMATS); unknown: absolute pixels."""
-    return FAMILY_BOX_FORMATS.get(model_type or "qwen2_5_vl", "absolute")
+    return family_box_formats().get(model_type or DEFAULT_FAMILY, "absolute")
 
 
 def _float(v) -> float:

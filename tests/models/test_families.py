@@ -84,14 +84,15 @@ def test_unknown_tiny_family_is_named_before_loading():
 def test_a_family_without_media_once_falls_back_per_row_with_a_logged_reason(family_policy, monkeypatch, caplog):
     import dataclasses
 
-    from mmrlvr.models import adapters
+    from mmrlvr.models.family_spec import FAMILY_SPECS
     from mmrlvr.train import logprobs
 
     model, processor = family_policy("gemma3")
     engine = HFRolloutEngine(model, processor)
     out = engine.rollout(_samples(), 2, RolloutConfig(max_new_tokens=4), seed=1)
     inputs = repeat_prompts(out.prompt_inputs, 2)
-    monkeypatch.setitem(adapters.ADAPTERS, "gemma3", dataclasses.replace(adapters.ADAPTERS["gemma3"], feature_inputs={}))
+    spec = FAMILY_SPECS["gemma3"]
+    monkeypatch.setitem(FAMILY_SPECS, "gemma3", dataclasses.replace(spec, adapter=dataclasses.replace(spec.adapter, feature_inputs={})))
     monkeypatch.setattr(logprobs, "_logged", set())
     with torch.no_grad(), caplog.at_level("WARNING"):
         assert shared_media_outputs(model, inputs) is None

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from mmrlvr.config import RolloutConfig
-from mmrlvr.models.adapters import ADAPTERS
+from mmrlvr.models.family_spec import FAMILY_SPECS
 from mmrlvr.rollout import hf
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.rollout.prefill import why_not_shared
@@ -99,7 +99,9 @@ def test_when_generate_keeps_its_own_prefill(tiny):
 
 def test_a_family_not_checked_for_it_uses_generates_prefill(tiny, monkeypatch):
     model, processor = tiny
-    monkeypatch.setitem(ADAPTERS, "qwen2_5_vl", dataclasses.replace(ADAPTERS["qwen2_5_vl"], shared_prefill=False))
+    spec = FAMILY_SPECS["qwen2_5_vl"]
+    monkeypatch.setitem(FAMILY_SPECS, "qwen2_5_vl",
+                        dataclasses.replace(spec, adapter=dataclasses.replace(spec.adapter, shared_prefill=False)))
     calls = []
     monkeypatch.setattr(hf, "prefill_once", lambda *a, **k: calls.append(a))
     engine = HFRolloutEngine(model, processor)

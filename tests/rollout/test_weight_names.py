@@ -81,7 +81,7 @@ def test_qwen2vl_and_qwen3vl_names():
 
 
 def test_unknown_family_is_a_clear_error():
-    with pytest.raises(ValueError, match="llava.*known: qwen2_vl"):
+    with pytest.raises(ValueError, match="llava.*known: qwen2_5_vl, qwen2_vl"):
         vllm_param_name("model.x", "llava")
 
 

@@ -24,12 +24,17 @@ import contextlib
 
 import torch
 
+from mmrlvr.models.family_spec import patched_classes
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
-TEXT_ATTENTIONS = ("Qwen2_5_VLAttention", "Qwen2VLAttention", "Qwen3VLTextAttention", "Gemma3Attention",
-                   "LlamaAttention", "Qwen2Attention")
-"""Language-model attention classes (transformers 5) that pass `attention_mask` to SDPA unchanged."""
+
+def __getattr__(name: str):
+    # TEXT_ATTENTIONS: Language-model attention classes (transformers 5) that pass `attention_mask` to SDPA unchanged; each family's are the `text_attentions` of its record
+    # (mmrlvr.models.family_spec), read on each access
+    if name == "TEXT_ATTENTIONS":
+        return patched_classes("text_attentions")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 ALIGN = 16
@@ -49,7 +54,7 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def why_not_shared(attention: torch.nn.Module) -> str | None:
     """Why this module's mask is left to SDPA, else None."""
-    if type(attention).__name__ not in TEXT_ATTENTIONS:
+    if type(attention).__name__ not in patched_classes("text_attentions"):
         return "not a language-model attention of a known family"
     if getattr(getattr(attention, "config", None), "_attn_implementation", None) != "sdpa":
         return "the attention implementation is not sdpa"

@@ -33,11 +33,17 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from mmrlvr.models.family_spec import patched_classes
 from mmrlvr.models.wrapping import base_model, params_sharded
 from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
-GATED_MLPS = ("Qwen2MLP", "Qwen3VLTextMLP", "Gemma3MLP", "LlamaMLP")
-"""MLP classes whose forward is `down_proj(act_fn(gate_proj(x)) * up_proj(x))` (transformers 5)."""
+
+def __getattr__(name: str):
+    # GATED_MLPS: MLP classes whose forward is `down_proj(act_fn(gate_proj(x)) * up_proj(x))` (transformers 5); each family's are the `gated_mlps` of its record
+    # (mmrlvr.models.family_spec), read on each access
+    if name == "GATED_MLPS":
+        return patched_classes("gated_mlps")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def activation_kind(act) -> str | None:
@@ -57,7 +63,7 @@ def activation_kind(act) -> str | None:
 
 def why_not_recomputed(mlp: torch.nn.Module) -> str | None:
     """Why this module runs its own forward, else None."""
-    if type(mlp).__name__ not in GATED_MLPS:
+    if type(mlp).__name__ not in patched_classes("gated_mlps"):
         return "not a gated MLP of a known family"
     if "forward" in mlp.__dict__ or mlp._forward_hooks or mlp._forward_pre_hooks:
         return "hooks on the MLP"

@@ -24,11 +24,18 @@ import contextlib
 
 import torch
 
+from mmrlvr.models.family_spec import patched_classes
 from mmrlvr.models.wrapping import base_model, params_sharded
 from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
-RMS_NORMS = ("Qwen2RMSNorm", "Qwen2_5_VLRMSNorm", "Qwen2VLRMSNorm", "Qwen3VLTextRMSNorm", "LlamaRMSNorm")
-"""Classes whose forward is exactly `weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(dtype)` (transformers 5)."""
+
+def __getattr__(name: str):
+    # RMS_NORMS: Classes whose forward is exactly `weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(dtype)`
+    # (transformers 5); each family's are the `rms_norms` of its record
+    # (mmrlvr.models.family_spec), read on each access
+    if name == "RMS_NORMS":
+        return patched_classes("rms_norms")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _normed(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -68,7 +75,7 @@ class _RMSNorm(torch.autograd.Function):
 
 def why_not_recomputed(norm: torch.nn.Module) -> str | None:
     """Why this module runs its own forward, else None."""
-    if type(norm).__name__ not in RMS_NORMS:
+    if type(norm).__name__ not in patched_classes("rms_norms"):
         return "not an RMSNorm of a known family"
     if "forward" in norm.__dict__:
         return "its forward is replaced (hub kernels, another swap)"
