@@ -161,7 +161,9 @@ def test_a_step_that_fails_leaves_no_verifier_process_or_pool_thread_behind(tmp_
     before = {t.ident for t in threading.enumerate()}
     with pytest.raises(RuntimeError, match="went away"):
         _train(tmp_path / "run", ["verifier_workers=1", "warm_start.steps=0"])
-    left = [f"{t.name} ({type(t).__name__})" for t in threading.enumerate()  # tqdm's monitor is its own, process-wide
-            if t.ident not in before and t.is_alive() and type(t).__name__ != "TMonitor"]
+    new = [t for t in threading.enumerate() if t.ident not in before and type(t).__name__ != "TMonitor"]
+    for t in new:  # tqdm's monitor is its own, process-wide; a stopped thread may take a moment to end
+        t.join(timeout=5)
+    left = [f"{t.name} ({type(t).__name__})" for t in new if t.is_alive()]
     assert not multiprocessing.active_children()
     assert not left, left
