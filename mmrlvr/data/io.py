@@ -278,7 +278,8 @@ def _text_values(ds, columns: list[str]) -> tuple[dict, dict[int, str]]:
         except UnicodeDecodeError:
             pass
         if not (pa.types.is_string(table.column(col).type) or pa.types.is_large_string(table.column(col).type)):
-            raise  # a nested column with a bad byte inside: the file's own problem, reported whole
+            values[col] = _nested_values(table.column(col), col, bad)  # a list or struct with a bad byte inside
+            continue
         out = []
         for i, raw in enumerate(table.column(col).cast(pa.large_binary()).to_pylist()):
             try:
@@ -288,6 +289,19 @@ def _text_values(ds, columns: list[str]) -> tuple[dict, dict[int, str]]:
                 bad.setdefault(i, f"field {col!r}: not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the cell)")
         values[col] = out
     return values, bad
+
+
+def _nested_values(column, col: str, bad: dict[int, str]) -> list:
+    """A nested column's values row by row: a row whose value holds bytes that are not UTF-8 is
+    None and named bad with its field (the other rows keep theirs)."""
+    out = []
+    for i in range(len(column)):
+        try:
+            out.append(column.slice(i, 1).to_pylist()[0])
+        except UnicodeDecodeError:
+            out.append(None)
+            bad.setdefault(i, f"field {col!r}: not UTF-8 inside the nested value")
+    return out
 
 
 DEFAULT_BAD_FRAC = 0.01  # unset `max_bad_frac`: 1% of the rows (never less than one row)

@@ -51,6 +51,22 @@ def test_a_latin1_byte_in_a_cell_skips_that_row(tmp_path, caplog):
         [r.getMessage() for r in caplog.records]
 
 
+def test_a_latin1_byte_inside_a_list_cell_skips_that_row_only(tmp_path, caplog):
+    """A bad byte inside a nested value (the options list) is that row's problem, named with its field."""
+    Image.new("RGB", (28, 28)).save(tmp_path / "a.png")
+    path = tmp_path / "d.jsonl"
+    lines = [json.dumps({"image": "a.png", "question": f"<image>q{i}?", "answer": "A", "options": ["1", "2"]}).encode()
+             for i in range(5)]
+    lines[3] = lines[3].replace(b'"2"', b'"caf\xe9"')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("geometry", "train", 10, 0, data=str(path), holdout_frac=0.0, max_bad_frac=0.5,
+                        cache_dir=str(tmp_path / "c"))
+    assert [s.meta["row"] for s in got] == [0, 1, 2, 4] and got[0].meta["options"] == ["1", "2"]
+    assert f"{path}: row 3 skipped: field 'options': not UTF-8 inside the nested value" in \
+        [r.getMessage() for r in caplog.records]
+
+
 def test_a_nan_answer_cell_is_a_bad_row():
     """CSV and Parquet hand a float NaN through (pandas reads "NaN" as one): str() would make it 'nan'."""
     from mmrlvr.data.io import Row
