@@ -1,11 +1,17 @@
-"""Which rows each forward over a batch runs: `micro_batches`' packing applied to a real batch and
-model (how the model's forward pays for the prompt, a warning for a row above the budget, and
-padding to the longest rank's count under several processes so collectives stay in step)."""
+"""How the learner's forwards over a batch read it, and which rows each one runs.
+
+`LogprobOptions` is what those forwards take instead of the whole config (the sampler's temperature
+and suppressed ids, the forward's memory options, the token budget); `forward_rows` applies
+`micro_batches`' packing to a real batch and model (how the model's forward pays for the prompt, a
+warning for a row above the budget, and padding to the longest rank's count under several
+processes so collectives stay in step)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
+from mmrlvr.models.patches.options import PLAIN, ForwardOptions
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.rollout.prefill import why_not_shared
 from mmrlvr.train.distributed import all_max, rank_world
@@ -13,18 +19,36 @@ from mmrlvr.train.micro_batches import RowLengths, consecutive, forward_tokens, 
 from mmrlvr.types import RolloutBatch
 
 
-def shares_prompts(model, batch: RolloutBatch, cfg, suppress) -> bool:
+@dataclass(frozen=True)
+class LogprobOptions:
+    """What a forward over a batch's completions reads: log-probs under the distribution the
+    sampler drew from (its temperature, the ids it never samples), the forward's memory options,
+    and at most `micro_batch_tokens` tokens per forward (None: rows by count)."""
+
+    temperature: float = 1.0
+    suppress_ids: tuple[int, ...] = ()
+    forward: ForwardOptions = PLAIN
+    micro_batch_tokens: int | None = None
+
+    @classmethod
+    def of(cls, cfg, suppress_ids=()) -> "LogprobOptions":
+        """From the resolved config (`rollout.temperature`, `train.*`) and the engine's suppressed ids."""
+        return cls(float(cfg.rollout.temperature), tuple(int(i) for i in suppress_ids), ForwardOptions.of(cfg.train),
+                   cfg.train.micro_batch_tokens)
+
+
+def shares_prompts(model, batch: RolloutBatch, opts: LogprobOptions) -> bool:
     """Whether `model`'s forward over rows that repeat a prompt runs that prompt once
     (`train.prompt_once` where `why_not_shared` allows it): how the token budget counts prompts."""
     inputs = batch.prompt_inputs
-    if not cfg.train.prompt_once or "_base" not in inputs:
+    if not opts.forward.prompt_once or "_base" not in inputs:
         return False
-    return why_not_shared(base_model(model), inputs, True, suppress) is None
+    return why_not_shared(base_model(model), inputs, True, list(opts.suppress_ids)) is None
 
 
-def batch_lengths(model, batch: RolloutBatch, cfg, suppress) -> RowLengths:
+def batch_lengths(model, batch: RolloutBatch, opts: LogprobOptions) -> RowLengths:
     """The rows' lengths as a forward of `model` pays for them (`micro_batches.forward_tokens`)."""
-    return row_lengths(batch.prompt_inputs, batch.completion_mask, shares_prompts(model, batch, cfg, suppress))
+    return row_lengths(batch.prompt_inputs, batch.completion_mask, shares_prompts(model, batch, opts))
 
 
 def cheapest_row(lengths: RowLengths, rows) -> int:
@@ -47,15 +71,15 @@ def warn_over_budget(lengths: RowLengths, micros: list, budget: int) -> None:
             "the budget; raise the budget or lower rollout.max_new_tokens / model.max_pixels", budget, worst, lengths.width)
 
 
-def forward_rows(model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> list[list[int] | None]:
+def forward_rows(model, batch: RolloutBatch, opts: LogprobOptions, micro: int | None = None) -> list[list[int] | None]:
     """Rows of each no-grad forward over the whole batch: `micro` consecutive rows at a time
     (default all), or packed by `train.micro_batch_tokens`. With a budget and several processes,
     None entries pad the list to the longest rank's (a forward whose result nobody reads)."""
     n = batch.completion_ids.shape[0]
-    budget = cfg.train.micro_batch_tokens
+    budget = opts.micro_batch_tokens
     if budget is None:
         return consecutive(n, micro or n)
-    lengths = batch_lengths(model, batch, cfg, suppress)
+    lengths = batch_lengths(model, batch, opts)
     chunks: list = pack_rows(lengths, range(n), budget)
     warn_over_budget(lengths, chunks, budget)
     if rank_world()[1] > 1:

@@ -35,9 +35,10 @@ from mmrlvr.train.distributed import (
     all_max, all_reduce, all_sum_dict, dummy_vision_pass, rank_world, vision_needs_all_ranks,
 )
 from mmrlvr.train.micro_batches import RowLengths, forward_tokens, pack_rows, split_evenly
-from mmrlvr.train.forward_rows import batch_lengths, cheapest_row, forward_rows, warn_over_budget  # noqa: F401 - re-exported
+from mmrlvr.train.forward_rows import (  # noqa: F401 - re-exported
+    LogprobOptions, batch_lengths, cheapest_row, forward_rows, warn_over_budget,
+)
 from mmrlvr.train.logprobs import completion_logprobs
-from mmrlvr.models.patches.options import ForwardOptions
 from mmrlvr.train.nonfinite import NonFiniteUpdateError
 from mmrlvr.types import RolloutBatch
 
@@ -70,9 +71,10 @@ def _has_media(batch: RolloutBatch, rows) -> bool:
     return any(inputs["_n_images"][r] or inputs["_n_videos"][r] for r in rows)
 
 
-def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, with_entropy: bool = False,
+def rows_logprobs(model, batch: RolloutBatch, rows: list[int], opts: LogprobOptions, with_entropy: bool = False,
                   entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(len(rows), T) log-probs (and entropies) of some rows under `cfg.rollout.temperature`.
+    """(len(rows), T) log-probs (and entropies) of some rows under the sampler's distribution
+    (`opts`: its temperature and suppressed ids) with the forward's memory options.
 
     The forward runs only up to the longest completion among these rows (a causal model's
     earlier positions do not see the padding after it); the result is 0 on every padding position
@@ -82,8 +84,8 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
     t = max(1, int(mask.sum(1).max()))
     lp, ent = completion_logprobs(
         model, select_rows(batch.prompt_inputs, rows), batch.completion_ids[rows, :t], mask[:, :t],
-        temperature=cfg.rollout.temperature, suppress_ids=suppress, with_entropy=with_entropy,
-        entropy_grad=entropy_grad, options=ForwardOptions.of(cfg.train),
+        temperature=opts.temperature, suppress_ids=list(opts.suppress_ids), with_entropy=with_entropy,
+        entropy_grad=entropy_grad, options=opts.forward,
     )
     keep = mask[:, :t].to(lp.device).bool()  # 0 on padding (rows shorter than the longest here): no one's values
     policy = getattr(batch, "policy_mask", None)
@@ -98,18 +100,18 @@ def rows_logprobs(model, batch: RolloutBatch, rows: list[int], cfg, suppress, wi
 
 
 @torch.no_grad()
-def batch_logprobs(model, batch: RolloutBatch, cfg, suppress, micro: int | None = None) -> torch.Tensor:
+def batch_logprobs(model, batch: RolloutBatch, opts: LogprobOptions, micro: int | None = None) -> torch.Tensor:
     """(N, T) log-probs of every row, `micro` rows per forward (default: all at once), or as many
     rows as `train.micro_batch_tokens` allows (`forward_rows`)."""
-    chunks = forward_rows(model, batch, cfg, suppress, micro)
+    chunks = forward_rows(model, batch, opts, micro)
     n = batch.completion_ids.shape[0]
-    spare = [cheapest_row(batch_lengths(model, batch, cfg, suppress), range(n))] if None in chunks else None
+    spare = [cheapest_row(batch_lengths(model, batch, opts), range(n))] if None in chunks else None
     out = None
     for rows in chunks:
         take = rows or spare  # None: this rank is done; one row's forward keeps the collectives in step
         if not _has_media(batch, take) and vision_needs_all_ranks(model, grad=False):
             dummy_vision_pass(model)  # sharded weights: the all-gather needs every rank
-        lp = rows_logprobs(model, batch, take, cfg, suppress)[0]
+        lp = rows_logprobs(model, batch, take, opts)[0]
         if rows is None:
             continue
         if out is None:
@@ -203,6 +205,7 @@ class Learner:
         self.model, self.policy = model, accelerator.unwrap_model(model)
         self.optimizer, self.scheduler, self.accelerator, self.ref_model = optimizer, scheduler, accelerator, ref_model
         self.suppress_ids = list(suppress_ids)
+        self.read = LogprobOptions.of(cfg, self.suppress_ids)  # what every forward over a batch reads
         self.sampler_is_learner = cfg.rollout.engine == "hf"
         self.nonfinite_in_row = 0  # optimizer steps skipped in a row for a non-finite loss or gradient
 
@@ -212,14 +215,14 @@ class Learner:
 
     def logprobs(self, batch: RolloutBatch, micro: int | None = None) -> torch.Tensor:
         """(N, T) log-probs of the batch under the current policy, no gradient."""
-        return batch_logprobs(self.model, batch, self.cfg, self.suppress_ids, micro)
+        return batch_logprobs(self.model, batch, self.read, micro)
 
     def reference_logprobs(self, batch: RolloutBatch, micro: int | None = None) -> torch.Tensor:
         """Log-probs under the reference policy: a frozen copy, or (LoRA) the base with the adapter off."""
         if self.ref_model is not None:
-            return batch_logprobs(self.ref_model, batch, self.cfg, self.suppress_ids, micro)
+            return batch_logprobs(self.ref_model, batch, self.read, micro)
         with self.policy.disable_adapter():
-            return batch_logprobs(self.model, batch, self.cfg, self.suppress_ids, micro)
+            return batch_logprobs(self.model, batch, self.read, micro)
 
     def old_logprobs(self, batch: RolloutBatch, micro: int | None = None) -> torch.Tensor | None:
         """(N, T) pi_old for several optimizer steps per batch; None with one (the current forward is pi_old)."""
@@ -249,7 +252,7 @@ class Learner:
                              "log-probs, and the rollout engine returned none")
         return _Targets(adv, loss_mask(batch, self.algo), self.old_logprobs(batch, micro),
                         self.reference_logprobs(batch, micro) if self.algo.kl_coef > 0 else None,
-                        batch.sampler_logprobs, batch_lengths(self.model, batch, self.cfg, self.suppress_ids), pending)
+                        batch.sampler_logprobs, batch_lengths(self.model, batch, self.read), pending)
 
     def update(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None = None,
                *, seed: int = 0, pending=None) -> dict:
@@ -347,7 +350,7 @@ class Learner:
 
     def _micro_loss(self, batch: RolloutBatch, rows: list[int], tg: _Targets, denom) -> tuple:
         algo = self.algo
-        lp, ent = rows_logprobs(self.model, batch, rows, self.cfg, self.suppress_ids, with_entropy=True,
+        lp, ent = rows_logprobs(self.model, batch, rows, self.read, with_entropy=True,
                                 entropy_grad=bool(algo.entropy_coef))
         m = tg.mask[rows].to(lp.device)
         old_lp = lp.detach() if tg.old is None else tg.old[rows].to(lp.device)

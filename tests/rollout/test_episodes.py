@@ -17,7 +17,7 @@ from mmrlvr.rollout.episodes import (
 )
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.rollout.tools import zoom
-from mmrlvr.train.learner import batch_logprobs, loss_mask
+from mmrlvr.train.learner import LogprobOptions, batch_logprobs, loss_mask
 from mmrlvr.train.step import Round, _rectangular_batch
 from mmrlvr.types import Completion, RolloutBatch, Sample
 
@@ -95,7 +95,7 @@ def test_learner_logprobs_equal_sampler_with_image_inserted(tiny, sampler):
     mask = loss_mask(batch, dataclasses.replace(cfg.algo, mask_truncated=False))
     assert int(mask.sum()) == sum(sum(c.policy_mask) for c in out.completions)
     assert all(len(c.policy_mask) - sum(c.policy_mask) >= 2 for c in out.completions)  # inserted context
-    lp = batch_logprobs(model, batch, cfg, engine.suppress_ids)
+    lp = batch_logprobs(model, batch, LogprobOptions.of(cfg, engine.suppress_ids))
     s = batch.sampler_logprobs
     assert torch.equal(lp[mask == 0], torch.zeros_like(lp[mask == 0]))
     assert torch.equal(s[mask == 0], torch.zeros_like(s[mask == 0]))
@@ -103,7 +103,7 @@ def test_learner_logprobs_equal_sampler_with_image_inserted(tiny, sampler):
     # the crop is seen: other pixels in its place move the later turns' log-probs of rows "a" only
     for c in out.completions[:2]:
         c.media = {**c.media, "pixel_values": torch.zeros_like(c.media["pixel_values"])}
-    moved = (batch_logprobs(model, _rectangular_batch(rnd), cfg, engine.suppress_ids) - lp).abs()
+    moved = (batch_logprobs(model, _rectangular_batch(rnd), LogprobOptions.of(cfg, engine.suppress_ids)) - lp).abs()
     first = [c.policy_mask.index(0) for c in out.completions[:2]]  # turn 1 comes before the crop
     assert all(moved[i, first[i]:].max() > 1e-4 and moved[i, :first[i]].max() < 1e-5 for i in range(2))
     assert moved[2:].max() < 1e-5
@@ -203,7 +203,7 @@ def test_refine_phases_train_only_their_own_turn(tiny):
     batch = _rectangular_batch(rnd)
     assert "_base" in batch.prompt_inputs  # no inserted images: each prompt's forward once still applies
     mask = loss_mask(batch, dataclasses.replace(cfg.algo, mask_truncated=False)).bool()
-    lp = batch_logprobs(model, batch, cfg, engine.suppress_ids)
+    lp = batch_logprobs(model, batch, LogprobOptions.of(cfg, engine.suppress_ids))
     torch.testing.assert_close(lp[mask], batch.sampler_logprobs[mask], atol=2e-5, rtol=0)
     rewards = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     assert role_reward_metrics(refine.completions, rewards) == {"reward/refiner/mean": 2 / 6}

@@ -15,7 +15,7 @@ import torch
 
 from mmrlvr.config import ModelConfig
 from mmrlvr.rollout.episodes import EpisodeState, Turn, register_episode, run_episodes
-from mmrlvr.train.learner import batch_logprobs, loss_mask
+from mmrlvr.train.learner import LogprobOptions, batch_logprobs, loss_mask
 from mmrlvr.train.step import Round, _rectangular_batch
 from tests.rollout.test_episodes import _cfg, _prompts  # noqa: F401 - also registers test_zoom_then_ask
 
@@ -42,7 +42,7 @@ def _learner(model, engine, prompts, out, cfg):
                 torch.ones(len(prompts), dtype=torch.bool), {}, 0)
     batch = _rectangular_batch(rnd)
     mask = loss_mask(batch, dataclasses.replace(cfg.algo, mask_truncated=False))
-    return batch, mask, batch_logprobs(model, batch, cfg, engine.suppress_ids)
+    return batch, mask, batch_logprobs(model, batch, LogprobOptions.of(cfg, engine.suppress_ids))
 
 
 def test_learner_logprobs_equal_vllms_with_image_inserted(setup):

@@ -15,7 +15,7 @@ from mmrlvr.algos.sampling import longest_run
 from mmrlvr.config import Config
 from mmrlvr.rollout.episodes import policy_mask_of, run_episodes
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train.learner import rows_logprobs
+from mmrlvr.train.learner import LogprobOptions, rows_logprobs
 from mmrlvr.train.signals import black_fill
 from mmrlvr.train.step import Round, _rectangular_batch, advantages_for, overlong_lengths
 from mmrlvr.train.token_roles import weigh_tokens
@@ -86,7 +86,7 @@ def test_entropy_topk_weighs_policy_tokens_only(tiny, episode_batch):
     assert int(inserted[:2].sum(1).min()) > 16 and int(inserted[2:].sum(1).min()) >= 2  # the crop, the prompts
     adv = torch.ones(4, 1)
     tw = weigh_tokens(model, batch, adv, cfg, cfg.algo, suppress, step=1, fill=fill)
-    ent = rows_logprobs(model, batch, [0, 1, 2, 3], cfg, suppress, with_entropy=True)[1].detach()
+    ent = rows_logprobs(model, batch, [0, 1, 2, 3], LogprobOptions.of(cfg, suppress), with_entropy=True)[1].detach()
     torch.testing.assert_close(tw.signals["entropy"][policy], ent[policy], atol=1e-5, rtol=0)
     assert torch.equal(tw.signals["entropy"][inserted], torch.zeros(int(inserted.sum())))
     n_policy = int(policy.sum())

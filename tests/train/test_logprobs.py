@@ -2,6 +2,9 @@
 micro-batched like the training forward and skip the entropy."""
 
 import copy
+import dataclasses
+
+import pytest
 
 import torch
 from hypothesis import given, settings
@@ -92,17 +95,17 @@ _prompt_rows: list[int] = []
 
 
 def test_no_grad_forwards_are_micro_batched_and_exact(fresh_tiny, monkeypatch):
-    from mmrlvr.train.learner import batch_logprobs
+    from mmrlvr.train.learner import LogprobOptions, batch_logprobs
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny)
-    full = batch_logprobs(model, batch, cfg, suppress)
+    full = batch_logprobs(model, batch, LogprobOptions.of(cfg, suppress))
     calls = []
     monkeypatch.setattr(lpmod, "_entropy", lambda *a: calls.append(1))  # nothing may compute it here
     rows, handle = _record_rows(model)
     for micro in (1, 5):
         rows.clear()
         _prompt_rows.clear()
-        part = batch_logprobs(model, batch, cfg, suppress, micro)
+        part = batch_logprobs(model, batch, LogprobOptions.of(cfg, suppress), micro)
         assert rows == [micro] * (12 // micro) + ([12 % micro] if 12 % micro else [])
         # 3 prompts x 4 rows: micro 5 = rows 0-4 (prompts 0, 1), 5-9 (1, 2), 10-11 (2 only);
         # micro 1 repeats no prompt, so every row takes the one joined forward
@@ -149,7 +152,7 @@ def test_step_logprobs_use_the_rollout_temperature(fresh_tiny):
     temperature: at 1.3 its log-probs equal the sampler's processed scores, not the raw ones."""
     from mmrlvr.data.collate import repeat_prompts
     from mmrlvr.rollout.hf import HFRolloutEngine
-    from mmrlvr.train.learner import batch_logprobs
+    from mmrlvr.train.learner import LogprobOptions, batch_logprobs
     from mmrlvr.tasks import load_task
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny)
@@ -157,27 +160,45 @@ def test_step_logprobs_use_the_rollout_temperature(fresh_tiny):
     out = engine.rollout(load_task("counting", "train", 3, 0), 4, cfg.rollout, seed=1, return_logprobs=True)
     batch.prompt_inputs = repeat_prompts(out.prompt_inputs, 4)
     batch.completion_ids, batch.completion_mask = out.completion_ids, out.completion_mask
-    lp = batch_logprobs(model, batch, cfg, suppress)
+    lp = batch_logprobs(model, batch, LogprobOptions.of(cfg, suppress))
     m = out.completion_mask.bool()
     assert (lp - out.sampler_logprobs)[m].abs().max().item() < 1e-4
+
+
+def test_logprob_options_read_each_setting_from_its_own_key():
+    """The record the learner's forwards read instead of the config: every field from its own key
+    (values no default shares, so a swapped or dropped field shows)."""
+    from mmrlvr.config import load_config
+    from mmrlvr.models.patches.options import ForwardOptions
+    from mmrlvr.train.learner import LogprobOptions
+
+    cfg = load_config("configs/quickstart.yaml", ["rollout.temperature=0.7", "train.micro_batch_tokens=96",
+                                                  "train.prompt_once=true", "train.chunked_head=false",
+                                                  "train.recompute_mlp=true", "train.mask_once=false",
+                                                  "train.recompute_norm=true"])
+    opts = LogprobOptions.of(cfg, [9, 4])
+    assert opts == LogprobOptions(0.7, (9, 4), ForwardOptions(True, False, True, False, True), 96)
+    assert LogprobOptions.of(cfg).suppress_ids == ()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.temperature = 1.0  # handed to every forward: nobody changes it on the way
 
 
 def test_mixed_lengths_are_trimmed_and_padded_back_in_place(fresh_tiny):
     """Rows shorter than the batch run a forward cut at their longest completion and are padded
     back to T on the right: the result equals the untrimmed forward at every valid position."""
-    from mmrlvr.train.learner import batch_logprobs, rows_logprobs
+    from mmrlvr.train.learner import LogprobOptions, batch_logprobs, rows_logprobs
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny)
     lengths = torch.tensor([8, 3, 5, 1, 6, 2, 8, 4, 7, 3, 2, 5])
     batch.completion_mask = (torch.arange(8)[None] < lengths[:, None]).long()
     m = batch.completion_mask.bool()
-    full = batch_logprobs(model, batch, cfg, suppress)  # longest row has 8 tokens: no trim
-    per_row = batch_logprobs(model, batch, cfg, suppress, 1)  # each row trimmed to its own length
+    full = batch_logprobs(model, batch, LogprobOptions.of(cfg, suppress))  # longest row has 8 tokens: no trim
+    per_row = batch_logprobs(model, batch, LogprobOptions.of(cfg, suppress), 1)  # each row trimmed to its own length
     assert per_row.shape == full.shape == (12, 8)
     assert torch.allclose(per_row[m], full[m], atol=1e-5) and (per_row[~m] == 0).all()
     # the update's own path, with entropy: rows 1 and 3 (3 and 1 tokens) run a 3-token forward
-    lp, ent = rows_logprobs(model, batch, [1, 3], cfg, suppress, with_entropy=True, entropy_grad=False)
-    lp_all, ent_all = rows_logprobs(model, batch, [0, 1, 3], cfg, suppress, with_entropy=True, entropy_grad=False)
+    lp, ent = rows_logprobs(model, batch, [1, 3], LogprobOptions.of(cfg, suppress), with_entropy=True, entropy_grad=False)
+    lp_all, ent_all = rows_logprobs(model, batch, [0, 1, 3], LogprobOptions.of(cfg, suppress), with_entropy=True, entropy_grad=False)
     assert lp.shape == ent.shape == (2, 8)
     sub = m[[1, 3]]
     assert torch.allclose(lp[sub], lp_all[1:][sub], atol=1e-5) and torch.allclose(ent[sub], ent_all[1:][sub], atol=1e-5)

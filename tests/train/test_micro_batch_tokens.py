@@ -17,7 +17,7 @@ from mmrlvr.config import load_config
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.learner import Learner, batch_lengths
+from mmrlvr.train.learner import Learner, LogprobOptions, batch_lengths
 from mmrlvr.train.micro_batches import forward_tokens
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.train.step import advantages_for, collect
@@ -88,7 +88,7 @@ def test_the_gradient_equals_the_one_micro_batch_gradient(tiny_dir, case, dtype)
     ref = copy.deepcopy(model).eval() if one.algo.kl_coef > 0 else None
     whole, s1 = _grads(model, batch, one, suppress, ref)
     # a budget of a third of one forward over every row: several micro-batches per mini-batch
-    budget = forward_tokens(batch_lengths(model, batch, one, suppress), range(B * G))[0] // 3
+    budget = forward_tokens(batch_lengths(model, batch, LogprobOptions.of(one, suppress)), range(B * G))[0] // 3
     packed, sb = _grads(model, batch, _cfg(preset, *extra, budget=budget), suppress, ref)
     assert s1["train/micro_batches"] == one.algo.mini_batches
     assert sb["train/micro_batches"] >= 2 * one.algo.mini_batches  # at least 2 per optimizer step
@@ -117,7 +117,7 @@ def test_every_forward_computes_at_most_the_budget(tiny_dir, monkeypatch, prompt
     cfg = _cfg("reinforce_pp", f"train.prompt_once={str(prompt_once).lower()}")
     batch, suppress = _batch(model, processor, cfg)
     model.train()
-    lengths = batch_lengths(model, batch, cfg, suppress)
+    lengths = batch_lengths(model, batch, LogprobOptions.of(cfg, suppress))
     assert lengths.shared == prompt_once
     # a group under prompt_once: 47 + 4 x (1 + 8) = 83 tokens, two: 2 x 47 + 8 x 9 = 166; a joined row 48 + 8
     budget = 120 if prompt_once else 300
@@ -184,8 +184,8 @@ def test_no_grad_forwards_pad_to_the_rank_that_needs_most(tiny_dir, monkeypatch)
     cfg = _cfg("grpo", budget=120)
     batch, suppress = _batch(model, processor, cfg)
     model.train()
-    alone = learner_mod.batch_logprobs(model, batch, cfg, suppress)
-    plan = learner_mod.forward_rows(model, batch, cfg, suppress)
+    alone = learner_mod.batch_logprobs(model, batch, LogprobOptions.of(cfg, suppress))
+    plan = learner_mod.forward_rows(model, batch, LogprobOptions.of(cfg, suppress))
     assert len(plan) == 3 and None not in plan  # one group (47 + 4 x 9 = 83 tokens) per forward
     calls: list = []
     real = learner_mod.rows_logprobs
@@ -195,7 +195,7 @@ def test_no_grad_forwards_pad_to_the_rank_that_needs_most(tiny_dir, monkeypatch)
     for mod in (learner_mod, rows_mod):  # the plan's padding (forward_rows) and the forwards' (learner)
         monkeypatch.setattr(mod, "rank_world", lambda: (0, 2))
         monkeypatch.setattr(mod, "all_max", lambda x: x + 2)
-    padded = learner_mod.batch_logprobs(model, batch, cfg, suppress)
+    padded = learner_mod.batch_logprobs(model, batch, LogprobOptions.of(cfg, suppress))
     assert calls == [*plan, [3], [3]]  # the spare forwards take the shortest row (1 token)
     torch.testing.assert_close(padded, alone, rtol=0, atol=0)
 
@@ -218,10 +218,10 @@ def test_a_row_above_the_budget_runs_alone_and_is_reported_once(tiny_dir, caplog
     batch, suppress = _batch(model, processor, cfg)
     model.train()
     with caplog.at_level("WARNING", logger="mmrlvr.train.forward_rows"):
-        plan = learner_mod.forward_rows(model, batch, cfg, suppress)
-        learner_mod.forward_rows(model, batch, cfg, suppress)
+        plan = learner_mod.forward_rows(model, batch, LogprobOptions.of(cfg, suppress))
+        learner_mod.forward_rows(model, batch, LogprobOptions.of(cfg, suppress))
     # two rows cost at least 2 x (48 + 1): every row alone; those of 6-8 tokens (54-56) above the budget
-    lengths = batch_lengths(model, batch, cfg, suppress)
+    lengths = batch_lengths(model, batch, LogprobOptions.of(cfg, suppress))
     assert plan == [[r] for r in (0, 5, 11, 2, 7, 8, 9, 4, 1, 6, 3, 10)]  # longest first
     assert [forward_tokens(lengths, mb)[0] for mb in plan][:5] == [56, 56, 56, 55, 54]
     warned = [r.getMessage() for r in caplog.records if "micro_batch_tokens=53" in r.getMessage()]

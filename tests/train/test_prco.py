@@ -15,7 +15,7 @@ from mmrlvr.config import load_config
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.learner import batch_logprobs, loss_mask
+from mmrlvr.train.learner import LogprobOptions, batch_logprobs, loss_mask
 from mmrlvr.train.step import advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
@@ -66,7 +66,7 @@ def test_captions_then_answers_two_group_structures_and_utility(tiny):
     # each role is trained on its whole turn and nothing else: the caption inside a Solver prompt is context
     mask = loss_mask(batch, dataclasses.replace(cfg.algo, mask_truncated=False))
     assert torch.equal(mask, batch.completion_mask.float())
-    lp = batch_logprobs(model, batch, cfg, engine.suppress_ids)  # the re-encoded prompts are the sampled ones
+    lp = batch_logprobs(model, batch, LogprobOptions.of(cfg, engine.suppress_ids))  # the re-encoded prompts are the sampled ones
     torch.testing.assert_close(lp[mask.bool()], batch.sampler_logprobs[mask.bool()], atol=2e-5, rtol=0)
 
 
