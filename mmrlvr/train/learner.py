@@ -32,7 +32,7 @@ from mmrlvr.algos.losses import (
 from mmrlvr.algos.sampling import truncation_mask
 from mmrlvr.data.collate import select_rows
 from mmrlvr.train.distributed import (
-    all_max, all_reduce, all_sum_dict, dummy_vision_pass, rank_world, vision_needs_all_ranks,
+    all_max, all_reduce, dummy_vision_pass, rank_world, vision_needs_all_ranks,
 )
 from mmrlvr.train.micro_batches import RowLengths, forward_tokens, pack_rows, split_evenly
 from mmrlvr.train.forward_rows import (  # noqa: F401 - re-exported
@@ -40,6 +40,7 @@ from mmrlvr.train.forward_rows import (  # noqa: F401 - re-exported
 )
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.nonfinite import NonFiniteUpdateError
+from mmrlvr.train.update_stats import UpdateStats
 from mmrlvr.types import RolloutBatch
 
 
@@ -133,58 +134,6 @@ class _Targets:
     pending: object | None = None  # token weights finished from the update's forward (`adv` unweighted)
 
 
-class _Stats:
-    """Loss terms summed per optimizer step, per-token means weighted by tokens."""
-
-    def __init__(self):
-        self.summed: dict = {}
-        self.weighted: dict = {}
-        self.tokens = self.updated = 0.0
-        self.passes = 0  # backward passes (micro-batches), zero-weight ones included
-        self.computed = self.valid = 0.0  # tokens the update's forwards computed / that were no padding
-
-    def add_pass(self, computed: int, valid: int) -> None:
-        self.passes += 1
-        self.computed += computed
-        self.valid += valid
-
-    def add(self, stats: dict, ntok: float, rows: int) -> None:
-        for k, v in stats.items():
-            if k in ("policy", "kl"):
-                self.summed[k] = self.summed.get(k, 0.0) + float(v)
-            else:
-                self.weighted[k] = self.weighted.get(k, 0.0) + float(v) * ntok
-        self.tokens += ntok
-        self.updated += rows
-
-    def result(self, n: int, steps: int, epochs: int, world: int) -> dict:
-        if world > 1:  # the global batch's statistics, the same on every rank
-            totals = all_sum_dict({**{f"s/{k}": v for k, v in self.summed.items() if k != "grad_norm"},
-                                   **{f"w/{k}": v for k, v in self.weighted.items()}, "tokens": self.tokens,
-                                   "updated": float(self.updated), "n": float(n),
-                                   "computed": self.computed, "valid": self.valid})
-            self.summed.update({k[2:]: v for k, v in totals.items() if k.startswith("s/")})
-            self.weighted = {k[2:]: v for k, v in totals.items() if k.startswith("w/")}
-            self.tokens, self.updated, n = totals["tokens"], totals["updated"], totals["n"]
-            self.computed, self.valid = totals["computed"], totals["valid"]
-        means = {k: v / max(self.tokens, 1.0) for k, v in self.weighted.items()}
-        out = {f"actor/{k}": v for k, v in means.items() if not k.startswith("rc_")}
-        out["loss/policy"] = self.summed.get("policy", 0.0) / steps
-        out["loss/kl"] = self.summed.get("kl", 0.0) / steps
-        out["actor/grad_norm"] = self.summed.get("grad_norm", 0.0) / steps
-        out["actor/updated_seqs_frac"] = self.updated / max(n * epochs, 1)
-        out["train/micro_batches"] = float(self.passes)  # the same on every rank (padded passes)
-        # NaN (not logged) when no forward ran: every group of the step had zero advantage
-        out["train/padding_waste"] = self.computed / self.valid if self.valid else float("nan")
-        for k in ("kl_k1", "kl_k3", "weight_mean", "capped_frac"):
-            if f"rc_{k}" in means:
-                out[f"rollout_correction/{k}"] = means[f"rc_{k}"]
-        for who in ("learner", "sampler"):
-            if f"rc_nll_{who}" in means:
-                out[f"rollout_correction/ppl_{who}"] = math.exp(means[f"rc_nll_{who}"])
-        return out
-
-
 def _denominator(mask: torch.Tensor, aggregation: str) -> torch.Tensor:
     """What the whole mini-batch divides by, so micro-batches add up to it exactly."""
     if aggregation == "token-mean":
@@ -199,8 +148,9 @@ class Learner:
     copy (None without KL, or with LoRA: the base with the adapter switched off)."""
 
     def __init__(self, cfg, model, optimizer, accelerator, suppress_ids, *, scheduler=None, ref_model=None,
-                 masters=None):
+                 masters=None, weigher=None):
         self.cfg, self.algo = cfg, cfg.algo
+        self.weigher = weigher  # `token_roles.TokenWeigher`: the step's token weights; None: every token weighs 1
         self.masters = masters  # precision.MasterWeights the optimizer steps (a bf16 model in one process / DDP), or None
         self.model, self.policy = model, accelerator.unwrap_model(model)
         self.optimizer, self.scheduler, self.accelerator, self.ref_model = optimizer, scheduler, accelerator, ref_model
@@ -254,6 +204,17 @@ class Learner:
                         self.reference_logprobs(batch, micro) if self.algo.kl_coef > 0 else None,
                         batch.sampler_logprobs, batch_lengths(self.model, batch, self.read), pending)
 
+    def weigh_and_update(self, batch: RolloutBatch, advantages: torch.Tensor, *, step: int,
+                         diagnose: bool = False) -> tuple[dict, object]:
+        """Step `step`'s update with its token weights: the weigher weighs the batch (from its own
+        forwards, or from this update's forward: its decision), then `update`. Returns the
+        update's stats and the finished `TokenWeighting` (None without a weigher)."""
+        if self.weigher is None:
+            return self.update(batch, advantages, seed=step), None
+        tw = self.weigher.start(self.policy, batch, advantages, step=step, diagnose=diagnose)
+        stats = self.update(batch, advantages, tw.weights, pending=tw.pending, seed=step)
+        return stats, tw.result
+
     def update(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None = None,
                *, seed: int = 0, pending=None) -> dict:
         """`ppo_epochs` passes over the batch in `mini_batches` optimizer steps, each accumulated over
@@ -270,7 +231,7 @@ class Learner:
         multi = algo.ppo_epochs > 1 or algo.mini_batches > 1
         # rows that can move the gradient: a non-zero advantage, or a KL/entropy term on every row
         needed = tg.adv.ne(0).any(dim=1) if (tg.ref is None and not algo.entropy_coef) else torch.ones(n, dtype=torch.bool)
-        stats, steps, skipped = _Stats(), 0, 0
+        stats, steps, skipped = UpdateStats(), 0, 0
         rng = torch.Generator().manual_seed(seed)
         for _ in range(algo.ppo_epochs):
             order = torch.randperm(n, generator=rng) if multi else torch.arange(n)
@@ -320,7 +281,7 @@ class Learner:
             return self.masters.params()
         return self.model.parameters()
 
-    def _minibatch(self, batch: RolloutBatch, tg: _Targets, mb: torch.Tensor, needed: torch.Tensor, stats: _Stats) -> None:
+    def _minibatch(self, batch: RolloutBatch, tg: _Targets, mb: torch.Tensor, needed: torch.Tensor, stats: UpdateStats) -> None:
         """Accumulate one mini-batch's gradient over its micro-batches (`micro_batches`); the loss
         of each is divided by the whole mini-batch's denominator, so they add up to its gradient."""
         algo, world = self.algo, rank_world()[1]

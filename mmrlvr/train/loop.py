@@ -43,7 +43,7 @@ from mmrlvr.train.arrol_round import make_pruner
 from mmrlvr.train.run import Run
 from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
-from mmrlvr.train.token_roles import shares_forward, signals_needed, weigh_tokens, write_token_roles
+from mmrlvr.train.token_roles import TokenWeigher, write_token_roles
 from mmrlvr.config.validate import check_sample_verifiers, validate_config
 from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
@@ -115,7 +115,6 @@ def open_run(cfg: Config) -> Run:
     run = Run(cfg, run_dir, accelerator, processor, learner, engine, source,
               make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins), state, log, progress, eval_set,
               eval_terms(cfg.rewards, cfg.eval.verifiers), bad_limit,
-              fill=black_fill(processor),  # what a blacked-out patch looks like after normalisation
               pruner=make_pruner(cfg, state.arrol),  # arrol's quality head, as the checkpoint left it
               t_start=t_start)
     if state.eval_before is None:
@@ -219,8 +218,12 @@ def _learner_and_engine(cfg: Config, accelerator, model, processor, resumed: boo
     engine = make_engine(cfg, accelerator.unwrap_model(model), processor)
     if cfg.rollout.async_steps:
         engine = LaggedEngine(engine)
+    # per-token weights (perception / reasoning signals) from no-grad forwards of the unwrapped
+    # policy: through the DDP wrapper each forward would also broadcast buffers, a collective that
+    # hangs when only rank 0 runs diagnostics
+    weigher = TokenWeigher(cfg, engine.suppress_ids, fill=black_fill(processor), tokenizer=processor.tokenizer)
     learner = Learner(cfg, model, optimizer, accelerator, engine.suppress_ids, scheduler=scheduler, ref_model=ref_model,
-                      masters=masters if masters is not None and len(masters) else None)
+                      masters=masters if masters is not None and len(masters) else None, weigher=weigher)
     return learner, engine
 
 
@@ -254,18 +257,13 @@ def rl_step(run: Run, step: int) -> dict:
     source.feedback(step, ids, pad_groups([torch.tensor(r) for r in rows])[0] if rows else torch.zeros(0, 0))
     if cfg.rollout.async_steps and step < cfg.train.steps:  # step t+1 generates while step t trains
         _generate_ahead(run, step + 1)
-    # per-token weights (perception / reasoning signals), once for the whole batch; no-grad
-    # forwards of the unwrapped policy: through the DDP wrapper each forward would also broadcast
-    # buffers, a collective that hangs when only rank 0 runs diagnostics
-    diagnose = cfg.token_weighting.diagnostics and log_step and run.write
-    share = shares_forward(cfg, cfg.algo, signals_needed(cfg.token_weighting.method, diagnose))
-    tw = weigh_tokens(learner.policy, batch, adv, cfg, cfg.algo, learner.suppress_ids, step=step, fill=run.fill,
-                      diagnose=diagnose, share=share, tokenizer=run.tokenizer)
-    # 5. the policy update (ppo_epochs x mini_batches optimizer steps, then the LR schedule); shared
-    # token weights are finished inside it, from its own forward
+    # 5. token weights (perception / reasoning signals, once for the whole batch; diagnostics on
+    # logged steps) and the policy update (ppo_epochs x mini_batches optimizer steps, then the LR
+    # schedule): the learner's weigher decides whether the signals take their own forwards or
+    # the update's
     t1 = time.perf_counter()
-    stats = learner.update(batch, adv, tw.weights, pending=tw.pending, seed=step)
-    tw = tw.result
+    stats, tw = learner.weigh_and_update(batch, adv, step=step,
+                                         diagnose=cfg.token_weighting.diagnostics and log_step and run.write)
     staleness = engine.synced_version - batch.policy_version if batch.policy_version is not None else None
     engine.sync_weights(learner.policy)
     metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)

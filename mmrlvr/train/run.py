@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from mmrlvr.config import Config
 from mmrlvr.rollout.base import RolloutEngine
 from mmrlvr.train.evaluate import evaluate
@@ -40,7 +38,6 @@ class Run:
     eval_set: Any
     eval_terms: Any  # the reward terms evaluation reports
     bad_limit: float | None  # task.max_bad_frac (rows bad at load or at decode, one limit)
-    fill: torch.Tensor | None = None  # what a blacked-out patch looks like after normalisation
     pruner: Any = None  # arrol's quality head (None when off)
     t_start: float = 0.0  # perf_counter at launch, for the summary's wall time
 

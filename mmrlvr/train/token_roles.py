@@ -117,6 +117,28 @@ def weigh_tokens(model, batch, adv: torch.Tensor, cfg, algo, suppress, *, step: 
     return _weighting(batch, rows, signals, cfg, step, t0)
 
 
+class TokenWeigher:
+    """The run's token weighting, owned by the learner (`Learner.weigh_and_update`).
+
+    Per batch it decides where the signals come from: their own no-grad forwards now (a
+    `TokenWeighting`), or the update's own forward when `shares_forward` allows it (a
+    `PendingWeighting` the update finishes). Either way the update reads `.weights` and
+    `.pending`, and the step reads `.result` afterwards: no one asks which kind it got.
+    `fill`: what a blacked-out patch looks like after normalisation (`signals.black_fill`);
+    `tokenizer`: decodes completions for the text signals (kawhi's step ids)."""
+
+    def __init__(self, cfg, suppress_ids, *, fill: dict | None = None, tokenizer=None):
+        self.cfg, self.suppress, self.fill, self.tokenizer = cfg, list(suppress_ids), fill, tokenizer
+
+    def start(self, model, batch, adv: torch.Tensor, *, step: int,
+              diagnose: bool = False) -> "TokenWeighting | PendingWeighting":
+        """Weigh `batch` (advantages `adv` (N, 1)) for step `step`'s update of `model` (unwrapped)."""
+        cfg = self.cfg
+        share = shares_forward(cfg, cfg.algo, signals_needed(cfg.token_weighting.method, diagnose))
+        return weigh_tokens(model, batch, adv, cfg, cfg.algo, self.suppress, step=step, fill=self.fill,
+                            diagnose=diagnose, share=share, tokenizer=self.tokenizer)
+
+
 def signal_mask(batch, rows: list[int]) -> torch.Tensor:
     """(len(rows), T) the tokens signals and weights are for: the sampled ones, in an episode only the
     policy's own (`batch.policy_mask`; inserted messages are context the forward reads, never weighted)."""

@@ -75,3 +75,45 @@ def test_sharing_is_refused_where_the_update_is_not_one_forward(fresh_tiny):
     with pytest.raises(ValueError, match="not both"):
         run_update(model, None, torch.optim.SGD(model.parameters(), lr=0.0), Accelerator(cpu=True), batch, cfg, algo,
                    suppress, token_weights=batch.completion_mask.float(), pending=pending)
+
+
+def test_the_learners_weigher_decides_where_the_signals_come_from(fresh_tiny):
+    """`Learner.weigh_and_update`: the weigher shares the update's forward where it can (one
+    forward fewer) and takes the signals' own forwards where told not to; both give the weights and
+    the update of weighing by hand, and the step never asks which it got."""
+    import copy
+    import dataclasses
+
+    from mmrlvr.models.wrapping import base_model
+    from mmrlvr.train.learner import Learner
+    from mmrlvr.train.token_roles import TokenWeigher
+
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=vppo", "seed=5",
+                                                           "rollout.temperature=0.7", "token_weighting.vppo_top_frac=0.3"])
+    batch = _mixed(batch)
+    adv = advantages_for(batch, with_algo(cfg, algo))
+    own = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=2, fill=fill)
+    d_own, s_own = _apply(model, batch, cfg, algo, suppress, own.weights)
+    forwards = {}
+    for share in (True, False):
+        full = with_algo(dataclasses.replace(cfg, token_weighting=dataclasses.replace(cfg.token_weighting,
+                                                                                      share_forward=share)), algo)
+        m = copy.deepcopy(model)
+        before = [p.detach().clone() for p in m.parameters()]
+        calls = []
+        hook = base_model(m).register_forward_pre_hook(lambda *_: calls.append(1))
+        learner = Learner(full, m, torch.optim.SGD(m.parameters(), lr=1.0), Accelerator(cpu=True), suppress,
+                          weigher=TokenWeigher(full, suppress, fill=fill))
+        stats, tw = learner.weigh_and_update(batch, adv, step=2)
+        hook.remove()
+        torch.set_num_threads(1)
+        forwards[share] = len(calls)
+        assert tw.pending is None and tw.rows == own.rows  # finished either way
+        assert torch.allclose(tw.weights, own.weights, atol=1e-6)
+        assert _max_diff([p.detach() - b for p, b in zip(m.parameters(), before)], d_own) < 1e-6
+        assert stats["loss/policy"] == pytest.approx(s_own["loss/policy"], abs=1e-6)
+    assert forwards[True] == forwards[False] - 1  # the signals' clean forward was the update's own
+    bare = Learner(with_algo(cfg, algo), copy.deepcopy(model), torch.optim.SGD(model.parameters(), lr=0.0),
+                   Accelerator(cpu=True), suppress)
+    assert bare.weigh_and_update(batch, adv, step=2)[1] is None  # no weigher: every token weighs 1

@@ -209,3 +209,18 @@ def test_bad_token_weighting_settings_fail_before_training(tmp_path, override, m
     with pytest.raises(ConfigError, match=match):
         train(cfg)
     assert not (tmp_path / "run").exists()  # nothing written, no model loaded
+
+
+def test_the_weigher_weighs_at_the_step_it_is_given(fresh_tiny):
+    """PEPO's weights move with training progress (step / train.steps): the weigher the learner
+    owns must weigh at the step it is handed, not one behind."""
+    from mmrlvr.train.token_roles import TokenWeigher
+
+    model, _ = fresh_tiny
+    cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=pepo", "train.steps=4"])
+    adv = advantages_for(batch, with_algo(cfg, algo))
+    got = TokenWeigher(with_algo(cfg, algo), suppress, fill=fill).start(model, batch, adv, step=3)
+    at3 = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=3, fill=fill)
+    at2 = weigh_tokens(model, batch, adv, cfg, algo, suppress, step=2, fill=fill)
+    assert torch.equal(got.weights, at3.weights)
+    assert not torch.allclose(at2.weights, at3.weights)  # so the step matters here
