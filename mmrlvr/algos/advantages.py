@@ -3,15 +3,24 @@
 Each takes rewards `(B, G)` (B prompts, G completions of each, groups rectangular) and returns
 advantages `(B, G)`. NaN marks an unscorable completion: it is left out of every statistic and
 gets advantage 0, so one broken completion cannot shift its group's baseline. A group whose
-scorable rewards are all equal gets exactly 0 from every estimator: a float32 mean of 0.2, 0.3 or
-1.2 is not exact, and `(r - mean) / (std + eps)` would turn that rounding into a large advantage.
+scorable rewards are all equal gets exactly 0 from every group-baseline estimator: a float32 mean
+of 0.2, 0.3 or 1.2 is not exact, and `(r - mean) / (std + eps)` would turn that rounding into a
+large advantage.
+
+A stateful estimator (`stateful`) is called as fn(rewards, context) with an `EstimatorContext`:
+`dbb`, whose baseline is each prompt's Beta posterior of its pass rate (kept in the run's
+per-prompt statistics, `mmrlvr.algos.posteriors`), is one; it gives an all-equal group non-zero
+advantages on purpose.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
-from mmrlvr.algos.posteriors import dbb  # noqa: F401 - re-exported (its old home)
+from mmrlvr.algos.posteriors import dbb, dbb_advantages  # noqa: F401 - dbb re-exported (its old home)
 from mmrlvr.registry import Registry
 
 ADVANTAGES: Registry = Registry("advantage estimator")
@@ -104,19 +113,42 @@ def flatten_groups(values: torch.Tensor, sizes: list[int] | None = None) -> torc
     return values[keep]
 
 
+@dataclass
 class EstimatorContext:
     """What a stateful estimator may read besides the rewards: the prompts' ids (one per row of
-    the rewards), the step, and the per-prompt statistics of the run (`mmrlvr.data.sources.PromptStats`,
-    before this step's rewards are added)."""
+    the rewards), the step, the per-prompt statistics of the run (`mmrlvr.data.sources.PromptStats`,
+    before this step's rewards are added), `bonus` (B, G) the part of the rewards a collect
+    strategy added (temporal contrast; None: nothing), and `settings`, the chosen estimator's own
+    settings record (`DbbOptions` for dbb; None for an estimator that has none)."""
 
-    def __init__(self, sample_ids: list[str], step: int, prompt_stats=None):
-        self.sample_ids, self.step, self.prompt_stats = sample_ids, step, prompt_stats
+    sample_ids: list[str]
+    step: int
+    prompt_stats: Any = None
+    bonus: torch.Tensor | None = None
+    settings: Any = None
 
 
 def stateful(fn):
     """Mark an estimator as reading an `EstimatorContext`: it is called as fn(rewards, context)."""
     fn.uses_context = True
     return fn
+
+
+@ADVANTAGES.register("dbb")
+@stateful
+def dbb_estimator(rewards: torch.Tensor, context: EstimatorContext | None) -> torch.Tensor:
+    """DBB: r minus each prompt's Beta posterior of its pass rate (`mmrlvr.algos.posteriors.dbb`),
+    not the group's mean. Reads and updates the posteriors in `context.prompt_stats` (call once per
+    batch) with `context.settings` (a `DbbOptions`); the posteriors learn the rewards without
+    `context.bonus`, the advantage includes it."""
+    if context is None or context.prompt_stats is None:
+        raise ValueError("advantage estimator 'dbb' needs the run's per-prompt statistics "
+                         "(EstimatorContext.prompt_stats): its baseline is each prompt's posterior from earlier steps")
+    if context.settings is None:
+        raise ValueError("advantage estimator 'dbb' needs its settings (EstimatorContext.settings: a "
+                         "mmrlvr.algos.posteriors.DbbOptions, built from sample_efficiency.dbb)")
+    bonus = context.bonus if context.bonus is not None else torch.zeros_like(rewards)
+    return dbb_advantages(rewards - bonus, context, context.settings, bonus=bonus)
 
 
 def estimate(name: str, rewards: torch.Tensor, context: EstimatorContext | None = None) -> torch.Tensor:

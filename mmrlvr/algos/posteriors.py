@@ -3,8 +3,9 @@ keeps across steps, saved in checkpoints.
 
 `BetaPosteriors.advantages(sample_ids, rewards)` reads each prompt's (alpha, beta) (the prior
 (1, 1) on a first visit), applies `dbb` and writes the updated posteriors back, so the learner
-needs one call per rollout batch and `state_dict()` in its run state. It imports nothing of the
-estimators (`mmrlvr.algos.advantages` re-exports `dbb`), so their registry can import it.
+needs one call per rollout batch and `state_dict()` in its run state. The advantage estimator
+`dbb` (`mmrlvr.algos.advantages.ADVANTAGES`) calls `dbb_advantages`; this module imports nothing
+of the estimators, so their registry can import it.
 """
 
 from __future__ import annotations

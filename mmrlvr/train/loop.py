@@ -45,6 +45,7 @@ from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import shares_forward, signals_needed, weigh_tokens, write_token_roles
 from mmrlvr.config.validate import check_sample_verifiers, validate_config
+from mmrlvr.config.efficiency import uses_dbb
 from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
@@ -244,7 +245,7 @@ def rl_step(run: Run, step: int) -> dict:
     # rewards), then the statistics and the source learn every group scored (all ranks', also
     # the groups dynamic sampling dropped)
     adv = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
-    if cfg.sample_efficiency.dbb.enabled:  # each rank updated its own prompts' posteriors: share them
+    if uses_dbb(cfg):  # each rank updated its own prompts' posteriors: share them
         stats = state.prompt_stats
         for sid, ab in gather_lists([(sid, stats.extra(sid)["dbb"]) for sid in dict.fromkeys(batch.sample_ids)]):
             stats.extra(sid)["dbb"] = list(ab)
