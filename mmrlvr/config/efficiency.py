@@ -116,3 +116,10 @@ def uses_dbb(cfg) -> bool:
     answer for the user's config and the resolved one, where both say so; no preset names dbb)."""
     return bool(cfg.sample_efficiency.dbb.enabled) or cfg.algo.advantage == "dbb"
 
+
+def dbb_switch(cfg) -> str | None:
+    """How the config turns DBB on, for its error lines: "sample_efficiency.dbb" (the enabled
+    switch, named first), "algo.advantage=dbb", or None when DBB is off."""
+    if not uses_dbb(cfg):
+        return None
+    return "sample_efficiency.dbb" if cfg.sample_efficiency.dbb.enabled else "algo.advantage=dbb"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from mmrlvr.config.efficiency import uses_dbb
 from mmrlvr.config.schema import Config
 
 # verifiers whose score is 0 or 1 (right or wrong); the others give partial credit (iou, tiou,
@@ -37,7 +38,7 @@ def temporal_contrast_cancels(cfg: Config) -> str | None:
 
     tc = cfg.temporal_contrast
     advantage = _preset_value(cfg, "advantage")
-    if not tc.enabled or cfg.sample_efficiency.dbb.enabled or advantage not in STD_NORMALISED:
+    if not tc.enabled or uses_dbb(cfg) or advantage not in STD_NORMALISED:
         return None
     names = _scoring_verifiers(cfg)
     if not names or not all(n in BINARY_VERIFIERS for n in names):
