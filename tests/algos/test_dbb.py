@@ -144,18 +144,19 @@ def test_the_registered_estimator_hand_computed_with_nan_and_a_bonus():
     from mmrlvr.algos.posteriors import DbbOptions
 
     assert "dbb" in ADVANTAGES.names()
-    # rewards hold the verifiers' [1, 0, nan] / [0, 0, 0] plus a bonus of 0.5 on a's right answer
-    bonus = T([[0.5, 0.0, 0.0], [0.0, 0.0, 0.0]])
-    rewards = T([[1.0, 0.0, NAN], [0.0, 0.0, 0.0]]) + bonus
+    # rewards hold the verifiers' [1, 0, nan] / [.5, 0, 0] plus a bonus on each group's best answer
+    bonus = T([[0.5, 0.0, 0.0], [0.25, 0.0, 0.0]])
+    rewards = T([[1.0, 0.0, NAN], [0.5, 0.0, 0.0]]) + bonus
     stats = _stats(a=(3.0, 1.0))  # b: first visit, the prior (1, 1)
     ctx = EstimatorContext(["a", "b"], 4, stats, bonus=bonus, settings=DbbOptions(lam=0.5, eps=0.0))
     adv = estimate("dbb", rewards, ctx)
     # a: n 2, s 1 (the verifier's, bonus left out): alpha .5 * 3 + 1 = 2.5, beta .5 * 1 + 1 = 1.5, p = .625,
     #    sd = sqrt(.625 * .375) = .484123; 1 + .5 (the bonus moves the advantage): .875 / .484123 = 1.807392;
     #    0: -.625 / .484123 = -1.290994; the NaN gets 0
-    # b: n 3, s 0: alpha .5, beta .5 + 3 = 3.5, p = .125, sd = .330719 -> -.125 / .330719 = -.377964 each
-    assert torch.allclose(adv, T([[1.807392, -1.290994, 0.0], [-0.377964] * 3]), atol=1e-6)
-    assert stats.extra("a")["dbb"] == pytest.approx([2.5, 1.5]) and stats.extra("b")["dbb"] == pytest.approx([0.5, 3.5])
+    # b: n 3, s .5 (not .75): alpha .5 + .5 = 1, beta .5 + 2.5 = 3, p = .25, sd = sqrt(.25 * .75) = .433013;
+    #    .5 + .25 - .25 = .5 -> 1.154701; 0: -.25 / .433013 = -.577350
+    assert torch.allclose(adv, T([[1.807392, -1.290994, 0.0], [1.154701, -0.577350, -0.577350]]), atol=1e-6)
+    assert stats.extra("a")["dbb"] == pytest.approx([2.5, 1.5]) and stats.extra("b")["dbb"] == pytest.approx([1.0, 3.0])
 
 
 def test_the_estimator_says_what_its_context_lacks():
