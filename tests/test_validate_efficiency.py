@@ -37,6 +37,14 @@ CROSS = [
      "algo.overlong_buffer=-1: expected 0 with sample_efficiency.dbb"),
     ([f"{SE}.dbb.enabled=true", "algo.algorithm=dapo", "algo.overlong_buffer=0"],
      "algo.dynamic_sampling=True: expected false with sample_efficiency.dbb"),
+    # the estimator's name turns DBB on like the switch: the same refusals, naming algo.advantage=dbb
+    (["algo.advantage=dbb", "rewards=[{verifier: count, weight: -0.5}]"],
+     "rewards[0].weight=-0.5: expected >= 0 with algo.advantage=dbb"),
+    (["algo.advantage=dbb", "algo.algorithm=dapo", "algo.dynamic_sampling=false"],
+     "algo.overlong_buffer=-1: expected 0 with algo.advantage=dbb"),
+    (["algo.advantage=dbb", "algo.algorithm=dapo", "algo.overlong_buffer=0"],
+     "algo.dynamic_sampling=True: expected false with algo.advantage=dbb"),
+    (["algo.advantage=dbb", "algo.overlong_buffer=16"], "algo.overlong_buffer=16: expected 0 with algo.advantage=dbb"),
 ]
 
 
@@ -58,11 +66,35 @@ def test_each_bad_setting_is_one_line(overrides, expected, no_model, tmp_path, c
     assert len(lines) == 1 and lines[0].startswith("mmrlvr: error: ") and expected in lines[0], lines
 
 
+def test_dapo_refuses_dbb_named_either_way_with_the_same_two_lines():
+    for switch, said in ((f"{SE}.dbb.enabled=true", f"{SE}.dbb"), ("algo.advantage=dbb", "algo.advantage=dbb")):
+        errors = config_errors(load_config("configs/quickstart.yaml", [switch, "algo.algorithm=dapo"]))
+        assert errors == [
+            f"algo.overlong_buffer=-1: expected 0 with {said} (a length penalty leaves rewards outside [0, 1])",
+            f"algo.dynamic_sampling=True: expected false with {said} (it drops the all-equal groups DBB learns from)"]
+
+
+def test_resolving_makes_the_two_dbb_switches_agree():
+    from mmrlvr.algos.presets import resolve_config
+
+    def resolved(*overrides):
+        cfg = resolve_config(load_config(None, list(overrides)))
+        return cfg.algo.advantage, cfg.sample_efficiency.dbb.enabled
+
+    assert resolved("algo.advantage=dbb") == ("dbb", True)
+    assert resolved(f"{SE}.dbb.enabled=true") == ("dbb", True)
+    assert resolved(f"{SE}.dbb.enabled=true", "algo.algorithm=rloo") == ("dbb", True)  # the preset's rloo replaced
+    assert resolved(f"{SE}.dbb.enabled=true", "algo.advantage=dr_grpo") == ("dbb", True)  # as documented (a note)
+    assert resolved("algo.algorithm=rloo") == ("rloo", False) and resolved() == ("grpo", False)  # DBB off: untouched
+    cfg = resolve_config(load_config(None, ["algo.advantage=dbb", f"{SE}.dbb.lam=0.5"]))
+    assert resolve_config(cfg) == cfg and cfg.sample_efficiency.dbb.lam == 0.5  # settings kept, idempotent
+
+
 def test_wired_methods_are_accepted(no_model, tmp_path):
     """Enabling a method is no longer an error: the run gets as far as the heavy part."""
-    for name in ("replay", "dbb", "demos"):
+    for switch in (f"{SE}.replay.enabled=true", f"{SE}.dbb.enabled=true", "algo.advantage=dbb", f"{SE}.demos.enabled=true"):
         with pytest.raises(AssertionError, match="validation let a bad config through"):
-            main(["train", "configs/quickstart.yaml", f"output_dir={tmp_path}", f"{SE}.{name}.enabled=true"])
+            main(["train", "configs/quickstart.yaml", f"output_dir={tmp_path}", switch])
 
 
 def test_good_settings_pass_and_round_trip(tmp_path):

@@ -58,3 +58,39 @@ def test_training_prints_the_warning_before_the_model_loads(monkeypatch, capsys,
     with pytest.raises(Stop):
         loop.train(cfg)
     assert capsys.readouterr().err == f"mmrlvr: warning: {LINE}\n"
+
+
+DBB_LINE = ("algo.advantage=rloo with sample_efficiency.dbb.enabled=true: the advantages are DBB's (its per-prompt "
+            "baseline replaces rloo, as documented); set algo.advantage=dbb (the same as the enabled switch) or "
+            "sample_efficiency.dbb.enabled=false to train with rloo")
+
+
+def test_an_advantage_named_besides_the_dbb_switch_gets_a_note():
+    on = ["sample_efficiency.dbb.enabled=true"]
+    assert list(config_warnings(load_config(None, on + ["algo.advantage=rloo"]))) == [DBB_LINE]
+    # no conflict: dbb named, the preset's estimator (not named), or DBB off
+    for extra in (["algo.advantage=dbb"], ["algo.algorithm=rloo"], []):
+        assert list(config_warnings(load_config(None, on + extra))) == [], extra
+    assert list(config_warnings(load_config(None, ["algo.advantage=rloo"]))) == []
+    assert list(config_warnings(load_config(None, ["algo.advantage=dbb"]))) == []
+
+
+def test_training_prints_the_dbb_note_though_the_run_reads_the_resolved_config(monkeypatch, capsys, tmp_path):
+    """Resolving makes algo.advantage dbb: the note is of the config as written."""
+    import mmrlvr.train.loop as loop
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+
+    def stop(run_dir, cfg, is_main=True):
+        seen.append(cfg.algo.advantage)
+        raise Stop
+
+    monkeypatch.setattr(loop, "claim_run_dir", stop)
+    cfg = load_config("configs/quickstart.yaml", ["sample_efficiency.dbb.enabled=true", "algo.advantage=rloo",
+                                                  f"output_dir={tmp_path / 'r'}"])
+    with pytest.raises(Stop):
+        loop.train(cfg)
+    assert seen == ["dbb"] and capsys.readouterr().err == f"mmrlvr: warning: {DBB_LINE}\n"

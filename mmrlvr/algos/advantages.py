@@ -3,14 +3,24 @@
 Each takes rewards `(B, G)` (B prompts, G completions of each, groups rectangular) and returns
 advantages `(B, G)`. NaN marks an unscorable completion: it is left out of every statistic and
 gets advantage 0, so one broken completion cannot shift its group's baseline. A group whose
-scorable rewards are all equal gets exactly 0 from every estimator: a float32 mean of 0.2, 0.3 or
-1.2 is not exact, and `(r - mean) / (std + eps)` would turn that rounding into a large advantage.
+scorable rewards are all equal gets exactly 0 from every group-baseline estimator: a float32 mean
+of 0.2, 0.3 or 1.2 is not exact, and `(r - mean) / (std + eps)` would turn that rounding into a
+large advantage.
+
+A stateful estimator (`stateful`) is called as fn(rewards, context) with an `EstimatorContext`:
+`dbb`, whose baseline is each prompt's Beta posterior of its pass rate (kept in the run's
+per-prompt statistics, `mmrlvr.algos.posteriors`), is one; it gives an all-equal group non-zero
+advantages on purpose.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
+from mmrlvr.algos.posteriors import dbb, dbb_advantages  # noqa: F401 - dbb re-exported (its old home)
 from mmrlvr.registry import Registry
 
 ADVANTAGES: Registry = Registry("advantage estimator")
@@ -83,51 +93,6 @@ def reinforce_pp(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return _zero_invalid(adv, rewards)
 
 
-def dbb(rewards: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, lam: float = 0.9, eps: float = 1e-6,
-        scale: str = "std", include_current: bool = True,
-        bonus: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Beta-Bernoulli baseline: a per-prompt Beta(alpha, beta) posterior of the pass rate.
-
-    Our formula after DBB (arXiv 2603.18444), whose constants are not public. rewards (B, G) in
-    [0, 1] (NaN: unscorable, left out, advantage 0); alpha, beta (B,) the prompts' posteriors
-    (the prior is (1, 1)). With n scorable rewards summing to s:
-        alpha' = lam * alpha + s,  beta' = lam * beta + (n - s),  p = alpha' / (alpha' + beta')
-    (p from the old alpha, beta when include_current is False), and
-        advantage_i = (r_i - p) / (sqrt(p (1 - p)) + eps)    (scale "std")
-        advantage_i = r_i - p                                (scale "none", Dr.GRPO-style).
-    Unlike GRPO, an all-equal group does NOT get zeros: a failed group on a prompt believed
-    solvable is pushed down, a solved one on a hard prompt pushed up. A group with no scorable
-    reward still decays its posterior by lam. `bonus` (B, G), scaled like the rewards (a temporal-
-    contrast bonus), is added to r_i in the advantage only: the posterior is the verifier's pass
-    rate. Returns (advantages (B, G), alpha' (B,), beta' (B,)).
-    """
-    if rewards.dim() != 2:
-        raise ValueError(f"dbb: rewards must be (B, G), got shape {tuple(rewards.shape)}")
-    b = rewards.shape[0]
-    if tuple(alpha.shape) != (b,) or tuple(beta.shape) != (b,):
-        raise ValueError(f"dbb: alpha and beta must be ({b},), got {tuple(alpha.shape)} and {tuple(beta.shape)}")
-    if not 0 < lam <= 1:
-        raise ValueError(f"dbb: lam={lam!r}: expected a number in (0, 1]")
-    if not eps >= 0:
-        raise ValueError(f"dbb: eps={eps!r}: expected a number >= 0")
-    if scale not in ("std", "none"):
-        raise ValueError(f"dbb: scale={scale!r}: expected std or none")
-    if not (torch.isfinite(alpha).all() and torch.isfinite(beta).all() and (alpha > 0).all() and (beta > 0).all()):
-        raise ValueError("dbb: alpha and beta must be finite and > 0 (the prior is 1, 1)")
-    valid, r, n = _valid(rewards)
-    if ((r < 0) | (r > 1)).any():
-        raise ValueError("dbb: rewards must lie in [0, 1] (scale them by the maximum reward)")
-    s = r.sum(dim=1)
-    alpha_new = lam * alpha + s
-    beta_new = lam * beta + (n.squeeze(1).to(r.dtype) - s)
-    a, c = (alpha_new, beta_new) if include_current else (alpha, beta)
-    p = (a / (a + c)).unsqueeze(1)
-    adv = rewards - p if bonus is None else rewards + bonus - p
-    if scale == "std":
-        adv = adv / ((p * (1 - p)).sqrt() + eps)
-    return torch.where(valid, adv, torch.zeros_like(adv)), alpha_new, beta_new
-
-
 def pad_groups(groups: list[torch.Tensor]) -> tuple[torch.Tensor, list[int]]:
     """Groups of unequal size, each (G_b,) -> ((B, G_max) rewards NaN-padded, [G_b]).
 
@@ -148,19 +113,42 @@ def flatten_groups(values: torch.Tensor, sizes: list[int] | None = None) -> torc
     return values[keep]
 
 
+@dataclass
 class EstimatorContext:
     """What a stateful estimator may read besides the rewards: the prompts' ids (one per row of
-    the rewards), the step, and the per-prompt statistics of the run (`mmrlvr.data.sources.PromptStats`,
-    before this step's rewards are added)."""
+    the rewards), the step, the per-prompt statistics of the run (`mmrlvr.data.sources.PromptStats`,
+    before this step's rewards are added), `bonus` (B, G) the part of the rewards a collect
+    strategy added (temporal contrast; None: nothing), and `settings`, the chosen estimator's own
+    settings record (`DbbOptions` for dbb; None for an estimator that has none)."""
 
-    def __init__(self, sample_ids: list[str], step: int, prompt_stats=None):
-        self.sample_ids, self.step, self.prompt_stats = sample_ids, step, prompt_stats
+    sample_ids: list[str]
+    step: int
+    prompt_stats: Any = None
+    bonus: torch.Tensor | None = None
+    settings: Any = None
 
 
 def stateful(fn):
     """Mark an estimator as reading an `EstimatorContext`: it is called as fn(rewards, context)."""
     fn.uses_context = True
     return fn
+
+
+@ADVANTAGES.register("dbb")
+@stateful
+def dbb_estimator(rewards: torch.Tensor, context: EstimatorContext | None) -> torch.Tensor:
+    """DBB: r minus each prompt's Beta posterior of its pass rate (`mmrlvr.algos.posteriors.dbb`),
+    not the group's mean. Reads and updates the posteriors in `context.prompt_stats` (call once per
+    batch) with `context.settings` (a `DbbOptions`); the posteriors learn the rewards without
+    `context.bonus`, the advantage includes it."""
+    if context is None or context.prompt_stats is None:
+        raise ValueError("advantage estimator 'dbb' needs the run's per-prompt statistics "
+                         "(EstimatorContext.prompt_stats): its baseline is each prompt's posterior from earlier steps")
+    if context.settings is None:
+        raise ValueError("advantage estimator 'dbb' needs its settings (EstimatorContext.settings: a "
+                         "mmrlvr.algos.posteriors.DbbOptions, built from sample_efficiency.dbb)")
+    bonus = context.bonus if context.bonus is not None else torch.zeros_like(rewards)
+    return dbb_advantages(rewards - bonus, context, context.settings, bonus=bonus)
 
 
 def estimate(name: str, rewards: torch.Tensor, context: EstimatorContext | None = None) -> torch.Tensor:

@@ -1,8 +1,11 @@
-"""Per-prompt Beta posteriors for `dbb`, kept across steps and saved in checkpoints.
+"""The Beta-Bernoulli baseline (DBB): its math (`dbb`) and the per-prompt Beta posteriors it
+keeps across steps, saved in checkpoints.
 
 `BetaPosteriors.advantages(sample_ids, rewards)` reads each prompt's (alpha, beta) (the prior
 (1, 1) on a first visit), applies `dbb` and writes the updated posteriors back, so the learner
-needs one call per rollout batch and `state_dict()` in its run state.
+needs one call per rollout batch and `state_dict()` in its run state. The advantage estimator
+`dbb` (`mmrlvr.algos.advantages.ADVANTAGES`) calls `dbb_advantages`; this module imports nothing
+of the estimators, so their registry can import it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,52 @@ from typing import Sequence
 
 import torch
 
-from mmrlvr.algos.advantages import dbb
+
+def dbb(rewards: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor, lam: float = 0.9, eps: float = 1e-6,
+        scale: str = "std", include_current: bool = True,
+        bonus: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Beta-Bernoulli baseline: a per-prompt Beta(alpha, beta) posterior of the pass rate.
+
+    Our formula after DBB (arXiv 2603.18444), whose constants are not public. rewards (B, G) in
+    [0, 1] (NaN: unscorable, left out, advantage 0); alpha, beta (B,) the prompts' posteriors
+    (the prior is (1, 1)). With n scorable rewards summing to s:
+        alpha' = lam * alpha + s,  beta' = lam * beta + (n - s),  p = alpha' / (alpha' + beta')
+    (p from the old alpha, beta when include_current is False), and
+        advantage_i = (r_i - p) / (sqrt(p (1 - p)) + eps)    (scale "std")
+        advantage_i = r_i - p                                (scale "none", Dr.GRPO-style).
+    Unlike GRPO, an all-equal group does NOT get zeros: a failed group on a prompt believed
+    solvable is pushed down, a solved one on a hard prompt pushed up. A group with no scorable
+    reward still decays its posterior by lam. `bonus` (B, G), scaled like the rewards (a temporal-
+    contrast bonus), is added to r_i in the advantage only: the posterior is the verifier's pass
+    rate. Returns (advantages (B, G), alpha' (B,), beta' (B,)).
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"dbb: rewards must be (B, G), got shape {tuple(rewards.shape)}")
+    b = rewards.shape[0]
+    if tuple(alpha.shape) != (b,) or tuple(beta.shape) != (b,):
+        raise ValueError(f"dbb: alpha and beta must be ({b},), got {tuple(alpha.shape)} and {tuple(beta.shape)}")
+    if not 0 < lam <= 1:
+        raise ValueError(f"dbb: lam={lam!r}: expected a number in (0, 1]")
+    if not eps >= 0:
+        raise ValueError(f"dbb: eps={eps!r}: expected a number >= 0")
+    if scale not in ("std", "none"):
+        raise ValueError(f"dbb: scale={scale!r}: expected std or none")
+    if not (torch.isfinite(alpha).all() and torch.isfinite(beta).all() and (alpha > 0).all() and (beta > 0).all()):
+        raise ValueError("dbb: alpha and beta must be finite and > 0 (the prior is 1, 1)")
+    valid = ~torch.isnan(rewards)
+    r = torch.where(valid, rewards, torch.zeros_like(rewards))
+    n = valid.sum(dim=1, keepdim=True)
+    if ((r < 0) | (r > 1)).any():
+        raise ValueError("dbb: rewards must lie in [0, 1] (scale them by the maximum reward)")
+    s = r.sum(dim=1)
+    alpha_new = lam * alpha + s
+    beta_new = lam * beta + (n.squeeze(1).to(r.dtype) - s)
+    a, c = (alpha_new, beta_new) if include_current else (alpha, beta)
+    p = (a / (a + c)).unsqueeze(1)
+    adv = rewards - p if bonus is None else rewards + bonus - p
+    if scale == "std":
+        adv = adv / ((p * (1 - p)).sqrt() + eps)
+    return torch.where(valid, adv, torch.zeros_like(adv)), alpha_new, beta_new
 
 
 class BetaPosteriors:

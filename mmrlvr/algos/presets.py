@@ -6,6 +6,7 @@ import dataclasses
 
 from mmrlvr.algos.losses import KL_KINDS, LOSS_KL_KINDS, ROLLOUT_CORRECTIONS
 from mmrlvr.config import AlgoConfig
+from mmrlvr.config.efficiency import uses_dbb
 
 _BASE = dict(
     advantage="grpo", clip_low=0.2, clip_high=0.2, dual_clip=3.0, importance_level="token", aggregation="token-mean",
@@ -76,7 +77,14 @@ def _check_kl(kind: str, coef: float) -> None:
 
 def resolve_config(cfg):
     """The one config a run reads: the preset filled into `algo` (rollout correction defaulted by
-    the engine) and eval.max_new_tokens written out, so the saved file reruns this run."""
+    the engine) and eval.max_new_tokens written out, so the saved file reruns this run. DBB's two
+    switches agree: `sample_efficiency.dbb.enabled` makes algo.advantage dbb (it replaces the
+    estimator, also one the user named), and `algo.advantage: dbb` sets enabled."""
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens, cfg.rollout.engine)
+    se = cfg.sample_efficiency
+    if uses_dbb(cfg):
+        algo = dataclasses.replace(algo, advantage="dbb")
+        se = dataclasses.replace(se, dbb=dataclasses.replace(se.dbb, enabled=True))
     eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
-    return dataclasses.replace(cfg, algo=algo, eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))
+    return dataclasses.replace(cfg, algo=algo, sample_efficiency=se,
+                               eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))

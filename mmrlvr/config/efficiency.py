@@ -30,8 +30,9 @@ class ReplayConfig:
 class DbbConfig:
     enabled: bool = False
     """Beta-Bernoulli advantages (our `dbb`, after arXiv 2603.18444): replace the group baseline by a
-    per-prompt Beta posterior of the pass rate; all-equal groups then get non-zero advantages. Replaces
-    algo.advantage; refused with algo.overlong_buffer or algo.dynamic_sampling (dapo sets both)."""
+    per-prompt Beta posterior of the pass rate; all-equal groups then get non-zero advantages. The same
+    as algo.advantage=dbb (the estimator's name; this section holds its settings either way): true
+    replaces algo.advantage by dbb; refused with algo.overlong_buffer or algo.dynamic_sampling (dapo sets both)."""
     lam: float = 0.9
     """Decay of the posterior per visit: alpha <- lam * alpha + sum(r)."""
     eps: float = 1e-6
@@ -96,7 +97,7 @@ class SampleEfficiencyConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     """Prompt replay."""
     dbb: DbbConfig = field(default_factory=DbbConfig)
-    """Beta-Bernoulli (DBB) advantages."""
+    """Beta-Bernoulli (DBB) advantages: the settings of the estimator algo.advantage=dbb."""
     demos: DemosConfig = field(default_factory=DemosConfig)
     """Demonstration bootstrapping."""
     arrol: ArrolConfig = field(default_factory=ArrolConfig)
@@ -108,3 +109,17 @@ def max_reward(cfg) -> float:
     none). Replay's pass rate and DBB's posteriors divide the verifiers' rewards by it; a temporal-
     contrast bonus is not part of them (a prompt right 80% of the time reads 0.8, not 0.8 / 1.3)."""
     return sum(max(0.0, t.weight) for t in cfg.rewards) if cfg.rewards else 1.0
+
+
+def uses_dbb(cfg) -> bool:
+    """DBB computes the advantages: `sample_efficiency.dbb.enabled` or `algo.advantage: dbb` (one
+    answer for the user's config and the resolved one, where both say so; no preset names dbb)."""
+    return bool(cfg.sample_efficiency.dbb.enabled) or cfg.algo.advantage == "dbb"
+
+
+def dbb_switch(cfg) -> str | None:
+    """How the config turns DBB on, for its error lines: "sample_efficiency.dbb" (the enabled
+    switch, named first), "algo.advantage=dbb", or None when DBB is off."""
+    if not uses_dbb(cfg):
+        return None
+    return "sample_efficiency.dbb" if cfg.sample_efficiency.dbb.enabled else "algo.advantage=dbb"

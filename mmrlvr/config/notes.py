@@ -1,13 +1,15 @@
 """Settings that are valid but do not do what they look like they do: one warning line each.
 
 Unlike `validate.CHECKS` these do not stop a run: the run is well defined, only pointless in part.
-`mmrlvr.train.loop.train` prints each as `mmrlvr: warning: ...` before the model loads.
+`mmrlvr.train.loop.train` prints each as `mmrlvr: warning: ...` before the model loads. They read
+the config as the user wrote it (algo fields left unset are the preset's), not the resolved one.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
+from mmrlvr.config.efficiency import uses_dbb
 from mmrlvr.config.schema import Config
 
 # verifiers whose score is 0 or 1 (right or wrong); the others give partial credit (iou, tiou,
@@ -37,7 +39,7 @@ def temporal_contrast_cancels(cfg: Config) -> str | None:
 
     tc = cfg.temporal_contrast
     advantage = _preset_value(cfg, "advantage")
-    if not tc.enabled or cfg.sample_efficiency.dbb.enabled or advantage not in STD_NORMALISED:
+    if not tc.enabled or uses_dbb(cfg) or advantage not in STD_NORMALISED:
         return None
     names = _scoring_verifiers(cfg)
     if not names or not all(n in BINARY_VERIFIERS for n in names):
@@ -48,6 +50,17 @@ def temporal_contrast_cancels(cfg: Config) -> str | None:
             "algo.advantage=dr_grpo (as configs/video_motion_contrast_tiny.yaml does) or turn temporal_contrast off")
 
 
+def dbb_replaces_advantage(cfg: Config) -> str | None:
+    """`sample_efficiency.dbb.enabled: true` makes the estimator dbb (as documented), so an
+    algo.advantage the user named besides it is not the one that trains (a preset's is not named)."""
+    named = cfg.algo.advantage
+    if not cfg.sample_efficiency.dbb.enabled or named is None or named == "dbb":
+        return None
+    return (f"algo.advantage={named} with sample_efficiency.dbb.enabled=true: the advantages are DBB's (its "
+            f"per-prompt baseline replaces {named}, as documented); set algo.advantage=dbb (the same as the "
+            f"enabled switch) or sample_efficiency.dbb.enabled=false to train with {named}")
+
+
 def old_bad_row_names(cfg: Config) -> str | None:
     """The deprecation line of `task.max_bad_media_frac` / `task.args.max_bad_frac` (both still set
     the one bad-row limit, `mmrlvr.data.bad_rows`)."""
@@ -56,7 +69,7 @@ def old_bad_row_names(cfg: Config) -> str | None:
     return "; ".join(max_bad_frac_setting(cfg.task)[1]) or None
 
 
-NOTES = (temporal_contrast_cancels, old_bad_row_names)
+NOTES = (temporal_contrast_cancels, dbb_replaces_advantage, old_bad_row_names)
 
 
 def config_warnings(cfg: Config) -> Iterable[str]:

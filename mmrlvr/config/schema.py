@@ -94,7 +94,8 @@ class AlgoConfig:
     algorithm: str = "grpo"
     """Preset: grpo, dr_grpo, dapo, gspo, rloo or reinforce_pp. Fields left null take its defaults."""
     advantage: str | None = None
-    """Advantage estimator name in mmrlvr.algos.advantages."""
+    """Advantage estimator name in mmrlvr.algos.advantages (ADVANTAGES); dbb, the per-prompt Beta baseline, reads
+    its settings from sample_efficiency.dbb."""
     clip_low: float | None = None
     """PPO clip below 1 (ratio >= 1 - clip_low)."""
     clip_high: float | None = None

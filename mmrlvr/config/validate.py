@@ -18,6 +18,7 @@ from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import model_path_problem
 from mmrlvr.config.arrol_checks import check_arrol
 from mmrlvr.config.bounds import check_bounds
+from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.config.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
 from mmrlvr.config.rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 from mmrlvr.config.rollout_checks import _check_engine, _check_episode, _check_server
@@ -288,16 +289,18 @@ def _preset_value(cfg: Config, key: str):
 
 def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
     """What one value alone cannot say: the pass-rate window, a batch that holds no replay,
-    rewards DBB cannot read as pass rates, and DBB with settings it cannot work with."""
-    if cfg.sample_efficiency.dbb.enabled:
+    rewards DBB cannot read as pass rates, and DBB with settings it cannot work with. DBB is on by
+    either switch (`uses_dbb`); each line names the one the config used."""
+    dbb = dbb_switch(cfg)
+    if dbb:
         # the overlong penalty would push rewards out of [0, 1]; dynamic sampling would drop the
         # all-equal groups DBB exists to learn from
         if _preset_value(cfg, "overlong_buffer"):
             yield _line("algo.overlong_buffer", _preset_value(cfg, "overlong_buffer"),
-                        "expected 0 with sample_efficiency.dbb (a length penalty leaves rewards outside [0, 1])")
+                        f"expected 0 with {dbb} (a length penalty leaves rewards outside [0, 1])")
         if _preset_value(cfg, "dynamic_sampling"):
             yield _line("algo.dynamic_sampling", True,
-                        "expected false with sample_efficiency.dbb (it drops the all-equal groups DBB learns from)")
+                        f"expected false with {dbb} (it drops the all-equal groups DBB learns from)")
     rp, p = cfg.sample_efficiency.replay, cfg.rollout.prompts_per_step
     if rp.enabled and all(_num(v) for v in (rp.min_pass_rate, rp.max_pass_rate)) and rp.min_pass_rate > rp.max_pass_rate:
         yield _line("sample_efficiency.replay.min_pass_rate", rp.min_pass_rate,
@@ -306,11 +309,11 @@ def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
         yield _line("sample_efficiency.replay.fraction", rp.fraction,
                     f"expected a share that leaves at least one replay in a batch of rollout.prompts_per_step={p} "
                     "(min(floor(P * fraction), P // 2) >= 1)")
-    if cfg.sample_efficiency.dbb.enabled:
+    if dbb:
         for i, term in enumerate(cfg.rewards):
             if _num(term.weight) and term.weight < 0:
                 yield _line(f"rewards[{i}].weight", term.weight,
-                            "expected >= 0 with sample_efficiency.dbb (rewards / maximum must lie in [0, 1])")
+                            f"expected >= 0 with {dbb} (rewards / maximum must lie in [0, 1])")
 
 
 def _check_limits(cfg: Config) -> Iterable[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from mmrlvr.algos.hints import REWARD_TYPES
+from mmrlvr.config.efficiency import uses_dbb
 from mmrlvr.rollout.episode_registry import EPISODES, Episode
 from mmrlvr.rollout.refine import question_text
 from mmrlvr.types import Sample
@@ -122,11 +123,13 @@ def settings_problems(cfg) -> list[str]:
     if args.get("hinter_template") is not None and "{original_question}" not in str(args["hinter_template"]):
         out.append("rollout.episode_args.hinter_template: expected a text with {original_question} in it")
     why = "HiLL replaces all-incorrect groups by hinted ones and trains every other group"
+    dbb_on = uses_dbb(cfg)  # named by the switch the config used: the enabled one, else algo.advantage=dbb
+    dbb = (("algo.advantage", cfg.algo.advantage) if dbb_on and not cfg.sample_efficiency.dbb.enabled
+           else ("sample_efficiency.dbb.enabled", cfg.sample_efficiency.dbb.enabled))
     for key, value, bad in (("algo.dynamic_sampling", cfg.algo.dynamic_sampling, bool(cfg.algo.dynamic_sampling)),
                             ("sample_efficiency.replay.enabled", cfg.sample_efficiency.replay.enabled,
                              bool(cfg.sample_efficiency.replay.enabled)),
-                            ("sample_efficiency.dbb.enabled", cfg.sample_efficiency.dbb.enabled,
-                             bool(cfg.sample_efficiency.dbb.enabled)),
+                            (*dbb, dbb_on),
                             ("rollout.async_steps", cfg.rollout.async_steps, bool(cfg.rollout.async_steps))):
         if bad:
             out.append(f"{key}: {value!r}: expected off with rollout.episode=hill ({why}; not combined yet)")

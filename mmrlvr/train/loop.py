@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Iterable
 
 import torch
 
@@ -45,6 +46,7 @@ from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import TokenWeigher, write_token_roles
 from mmrlvr.config.validate import check_sample_verifiers, validate_config
+from mmrlvr.config.efficiency import uses_dbb
 from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
@@ -57,7 +59,8 @@ def train(cfg: Config) -> dict:
     why = training_problem(cfg.model.dtype)  # (evaluation takes any dtype)
     if why:
         raise ConfigError(why)
-    run = open_run(resolve_config(cfg))  # the one config read from here on: presets filled in
+    # the notes read the config as written (resolving makes DBB's two switches agree, and hides a conflict)
+    run = open_run(resolve_config(cfg), notes=config_warnings(cfg))  # the one config read from here on
     try:
         for step in range(run.state.step + 1, run.cfg.train.steps + 1):
             metrics = rl_step(run, step)
@@ -71,16 +74,18 @@ def train(cfg: Config) -> dict:
         run.close()  # also when a step fails: no decode thread or verifier process outlives the run
 
 
-def open_run(cfg: Config) -> Run:
+def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
     """Everything the steps share: the run directory (fresh, or the checkpoint to resume), the
     data, the policy with its learner and engine, the scorer, the writers, the held-out score
-    before RL (once per run: a resume keeps the saved one)."""
+    before RL (once per run: a resume keeps the saved one). `notes`: the warning lines to print
+    (None: those of `cfg`)."""
     t_start = time.perf_counter()
     run_dir = Path(cfg.output_dir)
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
     cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
     is_main = accelerator.is_main_process  # only rank 0 writes the run directory
-    for note in config_warnings(cfg) if is_main else ():  # valid, but not doing what it looks like
+    notes = config_warnings(cfg) if notes is None else notes
+    for note in notes if is_main else ():  # valid, but not doing what it looks like
         print(f"mmrlvr: warning: {note}", file=sys.stderr)
     claim_run_dir(run_dir, cfg, is_main)  # a lock naming this PID; a resume must match the saved config
     ckpt = _open_run_dir(cfg, run_dir, is_main)
@@ -247,7 +252,7 @@ def rl_step(run: Run, step: int) -> dict:
     # rewards), then the statistics and the source learn every group scored (all ranks', also
     # the groups dynamic sampling dropped)
     adv = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
-    if cfg.sample_efficiency.dbb.enabled:  # each rank updated its own prompts' posteriors: share them
+    if uses_dbb(cfg):  # each rank updated its own prompts' posteriors: share them
         stats = state.prompt_stats
         for sid, ab in gather_lists([(sid, stats.extra(sid)["dbb"]) for sid in dict.fromkeys(batch.sample_ids)]):
             stats.extra(sid)["dbb"] = list(ab)

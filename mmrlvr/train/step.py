@@ -261,7 +261,7 @@ def _batch(chosen: list[tuple], engine) -> RolloutBatch:
 
 
 def dbb_options(cfg):
-    """`sample_efficiency.dbb`'s settings and the verifiers' largest reward, as DBB reads them."""
+    """`sample_efficiency.dbb`'s settings and the verifiers' largest reward, as the estimator dbb reads them."""
     from mmrlvr.algos.posteriors import DbbOptions
     from mmrlvr.config.efficiency import max_reward
 
@@ -279,11 +279,23 @@ def overlong_lengths(batch: RolloutBatch) -> torch.Tensor:
     return longest_run(batch.completion_mask * batch.policy_mask)
 
 
-def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> torch.Tensor:
-    """Shaped rewards -> per-sequence advantages (N, 1).
+ESTIMATOR_SETTINGS: dict[str, Callable] = {"dbb": dbb_options}
+"""By algo.advantage: the builder of the settings record that estimator reads (`EstimatorContext.settings`)
+from the config; an estimator not named here has none."""
 
-    `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators and to
-    `sample_efficiency.dbb`, which reads and updates its posteriors there (call once per batch)."""
+
+def estimator_settings(cfg):
+    """The chosen estimator's own settings record (`dbb_options` for dbb), None for the others."""
+    build = ESTIMATOR_SETTINGS.get(cfg.algo.advantage)
+    return None if build is None else build(cfg)
+
+
+def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> torch.Tensor:
+    """Shaped rewards -> per-sequence advantages (N, 1) by the estimator `algo.advantage`.
+
+    `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators (dbb reads
+    and updates its posteriors there: call once per batch), with the batch's collect-strategy bonus
+    and the estimator's settings added; None: the batch's prompts at step 0, no statistics."""
     algo, sizes = cfg.algo, batch.group_sizes
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:
@@ -293,12 +305,10 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
             rewards = rewards + shaped.view_as(rewards)
         else:
             rewards = rewards + pad_groups(list(torch.split(shaped, sizes)))[0].nan_to_num(0.0)
-    if cfg.sample_efficiency.dbb.enabled:  # the per-prompt Beta baseline replaces algo.advantage
-        from mmrlvr.algos.posteriors import dbb_advantages
-
-        # the posteriors learn the verifiers' rewards; a strategy's bonus shifts the advantage only
-        bonus = batch.bonus if batch.bonus is not None else torch.zeros_like(rewards)
-        per_group = dbb_advantages(rewards - bonus, context, dbb_options(cfg), bonus=bonus)
-    else:
-        per_group = estimate(algo.advantage, rewards, context)
+    if cfg.sample_efficiency.dbb.enabled and algo.advantage != "dbb":  # not silently another estimator
+        raise ValueError(f"sample_efficiency.dbb.enabled with algo.advantage={algo.advantage!r}: the config is not "
+                         "resolved (mmrlvr.algos.presets.resolve_config makes algo.advantage dbb)")
+    context = context if context is not None else EstimatorContext(batch.sample_ids, 0)
+    context = dataclasses.replace(context, bonus=batch.bonus, settings=estimator_settings(cfg))
+    per_group = estimate(algo.advantage, rewards, context)
     return flatten_groups(per_group, sizes).reshape(-1, 1)

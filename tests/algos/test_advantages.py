@@ -55,9 +55,19 @@ def test_loop_equals_vectorised():
 
 
 def test_registry_names():
-    assert set(ADVANTAGES.names()) >= {"grpo", "dr_grpo", "rloo", "reinforce_pp"}
-    with pytest.raises(KeyError, match="known: dr_grpo, grpo"):
+    assert set(ADVANTAGES.names()) >= {"grpo", "dr_grpo", "rloo", "reinforce_pp", "dbb"}
+    with pytest.raises(KeyError, match="known: dbb, dr_grpo, grpo"):
         ADVANTAGES.get("ppo")
+
+
+def group_estimators() -> list[str]:
+    """The estimators that read the rewards alone (a stateful one, dbb, gives all-equal groups
+    non-zero advantages on purpose: tests/algos/test_dbb.py)."""
+    return [name for name, fn in ADVANTAGES.items() if not getattr(fn, "uses_context", False)]
+
+
+def test_group_estimators_are_the_four():
+    assert group_estimators() == ["dr_grpo", "grpo", "reinforce_pp", "rloo"]
 
 
 rewards = st.lists(st.lists(st.floats(-100, 100), min_size=2, max_size=8), min_size=1, max_size=6).filter(
@@ -97,7 +107,7 @@ def test_all_equal_groups_get_exactly_zero_from_every_estimator(weights, groups,
         rows.append(row)
         flat.append(is_flat)
     r = torch.tensor(rows, dtype=torch.float32)
-    for name in ADVANTAGES.names():
+    for name in group_estimators():
         adv = ADVANTAGES.get(name)(r)
         assert torch.isfinite(adv).all(), name
         for b, is_flat in enumerate(flat):
@@ -109,5 +119,5 @@ def test_all_equal_group_of_0_3_measured_case():
     # eight copies of float32(0.1 + 0.2): the float32 mean is not exactly the value, so
     # (r - mean) / (std + eps) gave every member the same non-zero advantage
     r = torch.tensor([[0.1 + 0.2] * 8, [1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]], dtype=torch.float32)
-    for name in ADVANTAGES.names():
+    for name in group_estimators():
         assert torch.equal(ADVANTAGES.get(name)(r)[0], torch.zeros(8)), name

@@ -1,4 +1,5 @@
-"""DBB (Beta-Bernoulli baseline): three visits by hand, NaN, scale none, include_current False."""
+"""DBB (Beta-Bernoulli baseline): three visits by hand, NaN, scale none, include_current False; the
+registered estimator `dbb` by hand, and the same numbers by algo.advantage=dbb and the enabled switch."""
 
 from __future__ import annotations
 
@@ -124,3 +125,110 @@ def test_the_stated_range_of_a_right_wrong_reward():
     a, b = _visits(lam, g, 200, 1.0, include_current=False)
     off, _, _ = dbb(T([[1.0] * 7 + [0.0]]), a, b, lam=lam, include_current=False)
     assert off.min().item() < -1000
+
+
+# ------------------------------------------------------------------ dbb as a registered estimator
+
+def _stats(**posteriors):
+    """Per-prompt statistics holding the given (alpha, beta) posteriors."""
+    from mmrlvr.data.sources import PromptStats
+
+    stats = PromptStats()
+    for sid, ab in posteriors.items():
+        stats.extra(sid)["dbb"] = list(ab)
+    return stats
+
+
+def test_the_registered_estimator_hand_computed_with_nan_and_a_bonus():
+    from mmrlvr.algos.advantages import ADVANTAGES, EstimatorContext, estimate
+    from mmrlvr.algos.posteriors import DbbOptions
+
+    assert "dbb" in ADVANTAGES.names()
+    # rewards hold the verifiers' [1, 0, nan] / [.5, 0, 0] plus a bonus on each group's best answer
+    bonus = T([[0.5, 0.0, 0.0], [0.25, 0.0, 0.0]])
+    rewards = T([[1.0, 0.0, NAN], [0.5, 0.0, 0.0]]) + bonus
+    stats = _stats(a=(3.0, 1.0))  # b: first visit, the prior (1, 1)
+    ctx = EstimatorContext(["a", "b"], 4, stats, bonus=bonus, settings=DbbOptions(lam=0.5, eps=0.0))
+    adv = estimate("dbb", rewards, ctx)
+    # a: n 2, s 1 (the verifier's, bonus left out): alpha .5 * 3 + 1 = 2.5, beta .5 * 1 + 1 = 1.5, p = .625,
+    #    sd = sqrt(.625 * .375) = .484123; 1 + .5 (the bonus moves the advantage): .875 / .484123 = 1.807392;
+    #    0: -.625 / .484123 = -1.290994; the NaN gets 0
+    # b: n 3, s .5 (not .75): alpha .5 + .5 = 1, beta .5 + 2.5 = 3, p = .25, sd = sqrt(.25 * .75) = .433013;
+    #    .5 + .25 - .25 = .5 -> 1.154701; 0: -.25 / .433013 = -.577350
+    assert torch.allclose(adv, T([[1.807392, -1.290994, 0.0], [1.154701, -0.577350, -0.577350]]), atol=1e-6)
+    assert stats.extra("a")["dbb"] == pytest.approx([2.5, 1.5]) and stats.extra("b")["dbb"] == pytest.approx([1.0, 3.0])
+
+
+def test_the_estimator_says_what_its_context_lacks():
+    from mmrlvr.algos.advantages import EstimatorContext, estimate
+    from mmrlvr.algos.posteriors import DbbOptions
+
+    r = T([[1.0, 0.0]])
+    for ctx in (None, EstimatorContext(["a"], 1, None, settings=DbbOptions())):
+        with pytest.raises(ValueError, match=r"advantage estimator 'dbb' needs the run's per-prompt statistics "
+                                             r"\(EstimatorContext.prompt_stats\)"):
+            estimate("dbb", r, ctx)
+    with pytest.raises(ValueError, match=r"advantage estimator 'dbb' needs its settings \(EstimatorContext.settings"):
+        estimate("dbb", r, EstimatorContext(["a"], 1, _stats()))
+
+
+def _uneven_batch(ids, groups, bonus_groups):
+    """A step's batch of groups of unequal size (NaN-padded), the bonus inside its rewards."""
+    from mmrlvr.algos.advantages import pad_groups
+    from mmrlvr.types import RolloutBatch, Sample
+
+    rewards, sizes = pad_groups([torch.tensor(g) for g in groups])
+    bonus = pad_groups([torch.tensor(b) for b in bonus_groups])[0]
+    n = sum(sizes)
+    return RolloutBatch([Sample(i, (), None) for i in ids], {}, torch.zeros(n, 2, dtype=torch.long), torch.ones(n, 2),
+                        torch.zeros(n, dtype=torch.bool), rewards + bonus, [""] * n, [None] * n, {}, None, sizes,
+                        bonus=bonus)
+
+
+def test_advantage_dbb_is_the_enabled_switch_and_the_formula_before_it_was_registered():
+    """algo.advantage=dbb and sample_efficiency.dbb.enabled=true train on the same numbers, which are
+    those of the training step's own DBB branch before dbb was an estimator (groups of 4, 2 and 5)."""
+    from mmrlvr.algos.advantages import EstimatorContext, flatten_groups
+    from mmrlvr.algos.posteriors import dbb_advantages
+    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.config import load_config
+    from mmrlvr.train.step import advantages_for, dbb_options
+
+    def old_branch(batch, cfg, ctx):  # train/step.py's `if cfg.sample_efficiency.dbb.enabled:` branch
+        bonus = batch.bonus if batch.bonus is not None else torch.zeros_like(batch.rewards)
+        adv = dbb_advantages(batch.rewards.clone() - bonus, ctx, dbb_options(cfg), bonus=bonus)
+        return flatten_groups(adv, batch.group_sizes).reshape(-1, 1)
+
+    common = ["sample_efficiency.dbb.lam=0.5", "sample_efficiency.dbb.eps=0",
+              "rewards=[{verifier: count, weight: 0.5}, {verifier: format, weight: 1.5}]"]  # maximum reward 2
+    named = resolve_config(load_config(None, [*common, "algo.advantage=dbb"]))
+    switched = resolve_config(load_config(None, [*common, "sample_efficiency.dbb.enabled=true"]))
+    steps = [(["a", "b", "c"], [[2.0, 0.0, NAN, 2.0], [0.0, 0.0], [2.0, 2.0, 0.5, 0.0, 2.0]],
+              [[0.3, 0.0, 0.0, 0.3], [0.0, 0.0], [0.2, 0.2, 0.0, 0.0, 0.2]]),
+             (["b", "a"], [[1.5, 0.0, 0.0], [2.0, 2.0, 2.0, 2.0, 2.0]], [[0.0, 0.0, 0.0], [0.1] * 5])]
+    stats = [_stats(), _stats(), _stats()]
+    for step, (ids, groups, bonus) in enumerate(steps, 1):
+        batch = _uneven_batch(ids, groups, bonus)
+        a = advantages_for(batch, named, EstimatorContext(ids, step, stats[0]))
+        b = advantages_for(batch, switched, EstimatorContext(ids, step, stats[1]))
+        c = old_branch(batch, switched, EstimatorContext(ids, step, stats[2]))
+        assert a.shape == (sum(len(g) for g in groups), 1) and torch.equal(a, b) and torch.equal(a, c)
+    assert stats[0].state_dict() == stats[1].state_dict() == stats[2].state_dict()
+    # by hand, step 1's group b (rewards / maximum 2: [0, 0], prior (1, 1), lam .5): alpha .5, beta 2.5,
+    # p = 1/6, sd = sqrt(5) / 6 = .372678 -> (0 - 1/6) / .372678 = -.447214 for both
+    ids, groups, bonus = steps[0]
+    first = advantages_for(_uneven_batch(ids, groups, bonus), named, EstimatorContext(ids, 1, _stats()))
+    assert first[4:6].view(-1).tolist() == pytest.approx([-0.447214] * 2, abs=1e-6)
+
+
+def test_a_config_not_resolved_is_refused_not_trained_with_another_estimator():
+    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.config import load_config
+    from mmrlvr.train.step import advantages_for
+    from tests.train.step_helpers import with_algo
+
+    cfg = load_config(None, ["sample_efficiency.dbb.enabled=true"])
+    cfg = with_algo(cfg, resolve_algo(cfg.algo, cfg.rollout.max_new_tokens))  # algo.advantage: grpo
+    batch = _uneven_batch(["a", "b"], [[1.0, 0.0], [1.0]], [[0.0, 0.0], [0.0]])
+    with pytest.raises(ValueError, match="not resolved"):
+        advantages_for(batch, cfg)

@@ -57,6 +57,8 @@ def test_settings_defaults_are_hills_and_text_values_parse():
     ("rollout.episode_args={hints: 3}", "rollout.episode_args.hints=3: expected text or a number for one of the hill episode's settings: num_hints"),
     ("algo.dynamic_sampling=true", "algo.dynamic_sampling: True: expected off with rollout.episode=hill"),
     ("sample_efficiency.replay.enabled=true", "sample_efficiency.replay.enabled: True: expected off with rollout.episode=hill"),
+    ("sample_efficiency.dbb.enabled=true", "sample_efficiency.dbb.enabled: True: expected off with rollout.episode=hill"),
+    ("algo.advantage=dbb", "algo.advantage: 'dbb': expected off with rollout.episode=hill"),  # DBB by its name
 ])
 def test_bad_hill_settings_are_one_line_each(override, line, tmp_path):
     errors = config_errors(load_config("configs/hill_tiny.yaml", [override, f"output_dir={tmp_path}"]))

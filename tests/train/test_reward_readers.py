@@ -6,13 +6,12 @@ import pytest
 import torch
 
 from mmrlvr.algos.advantages import EstimatorContext
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import load_config
 from mmrlvr.config.efficiency import max_reward
 from mmrlvr.data.sources import PromptStats, prompt_source
 from mmrlvr.train.step import advantages_for
 from mmrlvr.types import RolloutBatch, Sample
-from tests.train.step_helpers import with_algo
 
 TC = ["temporal_contrast.enabled=true", "temporal_contrast.alpha=0.3", "rewards=[{verifier: count, weight: 1.0}]"]
 
@@ -31,7 +30,7 @@ def test_a_prompt_right_4_of_5_times_reads_0_8_and_is_not_replayed_above_the_ban
 def test_dbb_posteriors_learn_the_verifier_rewards_and_the_bonus_moves_the_advantage():
     cfg = load_config(None, TC + ["sample_efficiency.dbb.enabled=true", "sample_efficiency.dbb.lam=0.5",
                                   "sample_efficiency.dbb.scale=none", "rollout.group_size=5"])
-    cfg = with_algo(cfg, resolve_algo(cfg.algo, cfg.rollout.max_new_tokens))
+    cfg = resolve_config(cfg)  # the config the step reads: algo.advantage dbb
     verifier = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]])
     bonus = torch.tensor([[0.0] * 5, [0.3, 0.0, 0.0, 0.0, 0.0]])  # a's gate closed, b's open
     n, t = 10, 3

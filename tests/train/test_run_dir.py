@@ -128,6 +128,30 @@ def test_a_run_saved_with_the_old_bad_media_default_resumes():
     assert config_differences(saved, {"task": {**now["task"], "name": "chart"}}) == [("task.name", "counting", "chart")]
 
 
+def test_a_dbb_run_saved_before_algo_advantage_could_name_dbb_resumes(tmp_path):
+    """Saved with sample_efficiency.dbb.enabled and its preset's algo.advantage (grpo): it trained with
+    dbb, which the resolved config now also says in algo.advantage. Nothing else is forgiven."""
+    from mmrlvr.algos.presets import resolve_config
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step_2").mkdir(parents=True)
+    old = _resolved(run, "sample_efficiency.dbb.enabled=true")  # resolved as before: algo.advantage grpo
+    assert old.algo.advantage == "grpo"
+    save_config(old, run / "config.yaml")
+    now = resolve_config(load_config("configs/quickstart.yaml", [f"output_dir={run}", "sample_efficiency.dbb.enabled=true"]))
+    assert now.algo.advantage == "dbb" and check_resume(run, now) == []
+    named = resolve_config(load_config("configs/quickstart.yaml", [f"output_dir={run}", "algo.advantage=dbb"]))
+    assert check_resume(run, named) == []  # the same run, however DBB is named
+    with pytest.raises(RunDirError, match=r"sample_efficiency.dbb.lam: 0.9 -> 0.5"):
+        check_resume(run, resolve_config(load_config("configs/quickstart.yaml", [
+            f"output_dir={run}", "sample_efficiency.dbb.enabled=true", "sample_efficiency.dbb.lam=0.5"])))
+    off = tmp_path / "off"
+    (off / "checkpoints" / "step_2").mkdir(parents=True)
+    save_config(_resolved(off), off / "config.yaml")  # DBB off, grpo: turning it on is another run
+    with pytest.raises(RunDirError, match=r"algo.advantage: 'grpo' -> 'dbb'"):
+        check_resume(off, resolve_config(load_config("configs/quickstart.yaml", [f"output_dir={off}", "algo.advantage=dbb"])))
+
+
 def test_a_refused_resume_names_every_changed_key_with_full_values(tmp_path):
     """A long path that differs at its end is printed whole, a mapping inside a list is named to
     its key (never an elided dict), and past eight changes the rest are still named."""

@@ -137,7 +137,8 @@ def test_overlong_penalty_lowers_the_reward_of_long_completions():
     algo = resolve_algo(cfg.algo, 8)
     lengths = torch.tensor([2, 5, 6, 8])
     batch = SimpleNamespace(rewards=torch.tensor([[1.0, 1.0, 0.0, 0.0]]), truncated=torch.zeros(4, dtype=torch.bool),
-                            completion_mask=(torch.arange(8)[None] < lengths[:, None]).float(), group_sizes=None, policy_mask=None)
+                            completion_mask=(torch.arange(8)[None] < lengths[:, None]).float(), group_sizes=None, policy_mask=None,
+                            sample_ids=["p"], bonus=None)  # what advantages_for reads of a RolloutBatch
     adv = advantages_for(batch, with_algo(cfg, algo))
     # penalty starts at 8 - 4 = 4 tokens: lengths 2, 5, 6, 8 -> 0, -1/4, -2/4, -1
     # shaped rewards [1, 0.75, -0.5, -1], mean 0.0625 -> dr_grpo advantages r - mean
