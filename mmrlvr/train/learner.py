@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -208,12 +209,15 @@ class Learner:
                          diagnose: bool = False) -> tuple[dict, object]:
         """Step `step`'s update with its token weights: the weigher weighs the batch (from its own
         forwards, or from this update's forward: its decision), then `update`. Returns the
-        update's stats and the finished `TokenWeighting` (None without a weigher)."""
-        if self.weigher is None:
-            return self.update(batch, advantages, seed=step), None
-        tw = self.weigher.start(self.policy, batch, advantages, step=step, diagnose=diagnose)
-        stats = self.update(batch, advantages, tw.weights, pending=tw.pending, seed=step)
-        return stats, tw.result
+        update's stats (`time/update`: the update, with the signals it finished from its forward)
+        and the finished `TokenWeighting` (None without a weigher)."""
+        tw = None if self.weigher is None else self.weigher.start(self.policy, batch, advantages, step=step,
+                                                                  diagnose=diagnose)
+        t0 = time.perf_counter()
+        stats = self.update(batch, advantages, None if tw is None else tw.weights,
+                            pending=None if tw is None else tw.pending, seed=step)
+        stats["time/update"] = time.perf_counter() - t0
+        return stats, None if tw is None else tw.result
 
     def update(self, batch: RolloutBatch, advantages: torch.Tensor, token_weights: torch.Tensor | None = None,
                *, seed: int = 0, pending=None) -> dict:

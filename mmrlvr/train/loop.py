@@ -266,7 +266,6 @@ def rl_step(run: Run, step: int) -> dict:
     # logged steps) and the policy update (ppo_epochs x mini_batches optimizer steps, then the LR
     # schedule): the learner's weigher decides whether the signals take their own forwards or
     # the update's
-    t1 = time.perf_counter()
     stats, tw = learner.weigh_and_update(batch, adv, step=step,
                                          diagnose=cfg.token_weighting.diagnostics and log_step and run.write)
     staleness = engine.synced_version - batch.policy_version if batch.policy_version is not None else None
@@ -274,7 +273,6 @@ def rl_step(run: Run, step: int) -> dict:
     metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)
         **batch.metrics, **stats, **tw.metrics,
         "reward/mean": batch.rewards.nanmean().item(),
-        "time/update": time.perf_counter() - t1,
         "time/step": time.perf_counter() - t0,
         "data/bad_media": source.pop_bad(),
         **source.metrics(),  # replay/frac, replay/queue, replay/mean_reuse; demos/frac

@@ -113,6 +113,8 @@ def test_the_learners_weigher_decides_where_the_signals_come_from(fresh_tiny):
         assert torch.allclose(tw.weights, own.weights, atol=1e-6)
         assert _max_diff([p.detach() - b for p, b in zip(m.parameters(), before)], d_own) < 1e-6
         assert stats["loss/policy"] == pytest.approx(s_own["loss/policy"], abs=1e-6)
+        if share:  # the update's time holds the signals it finished from its forward (nested intervals)
+            assert stats["time/update"] >= tw.metrics["time/token_signals"] > 0
     assert forwards[True] == forwards[False] - 1  # the signals' clean forward was the update's own
     bare = Learner(with_algo(cfg, algo), copy.deepcopy(model), torch.optim.SGD(model.parameters(), lr=0.0),
                    Accelerator(cpu=True), suppress)
