@@ -19,7 +19,7 @@ CASES = [
     ("rewards=[{verifier: count, weight: .nan}]", "rewards[0].weight=nan: expected a finite number"),
     ("rewards=[{verifier: count, weight: .inf}]", "rewards[0].weight=inf: expected a finite number"),
     ("algo.algorithm=ppo2", "algo.algorithm='ppo2': one of dapo, dr_grpo, grpo, gspo, reinforce_pp, rloo"),
-    ("algo.advantage=gae", "algo.advantage='gae': one of dr_grpo, grpo, reinforce_pp, rloo"),
+    ("algo.advantage=gae", "algo.advantage='gae': one of dbb, dr_grpo, grpo, reinforce_pp, rloo"),
     ("algo.kl_kind=k4", "algo.kl_kind='k4': one of k1, k2, k3"),
     ("algo.aggregation=sum", "algo.aggregation='sum': one of token-mean"),
     ("algo.importance_level=word", "algo.importance_level='word': expected token or sequence"),
