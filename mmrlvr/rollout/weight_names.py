@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import re
 
-from mmrlvr.models.family_spec import (  # noqa: F401  (re-exported)
-    FAMILY_SPECS, LLAVA_PREFIXES, QWEN_PREFIXES, TEXT_PACKED, VllmNames, family_specs,
-)
+from mmrlvr.models.family_spec import FAMILY_SPECS, TEXT_PACKED, VllmNames, family_specs
 from mmrlvr.models.wrapping import unwrap
 
-# Each family's vLLM names are the `vllm` field of its record (`mmrlvr.models.family_spec.VllmNames`);
-# the shared prefix and packing tables live there too and are re-exported here.
-_QWEN_PREFIXES, _LLAVA_PREFIXES, _TEXT_PACKED = QWEN_PREFIXES, LLAVA_PREFIXES, TEXT_PACKED
+# Each family's vLLM names are the `vllm` field of its record (`mmrlvr.models.family_spec.VllmNames`).
 _LM_HEADS = ("language_model.lm_head.", "lm_head.")
 
 

@@ -38,7 +38,8 @@ def sft_loss(model, processor, batch: Sequence[Sample], options: ForwardOptions 
     inputs = encode_prompts(processor, batch)
     end = adapter_for(getattr(processor, "model_type", None)).turn_end  # the family's end of turn
     ids, mask = pad_right(target_ids(processor.tokenizer, batch, end), processor.tokenizer.pad_token_id)
-    logp, _ = completion_logprobs(model, inputs, ids, mask, options=dataclasses.replace(options, **option_flags, prompt_once=False))
+    forward = dataclasses.replace(options, **{**option_flags, "prompt_once": False})  # one row per prompt: nothing to share
+    logp, _ = completion_logprobs(model, inputs, ids, mask, options=forward)
     mask = mask.to(logp.device).float()
     return -(logp * mask).sum() / mask.sum()
 

@@ -30,8 +30,9 @@ from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
 
 def __getattr__(name: str):
-    # TEXT_ATTENTIONS: Language-model attention classes (transformers 5) that pass `attention_mask` to SDPA unchanged; each family's are the `text_attentions` of its record
-    # (mmrlvr.models.family_spec), read on each access
+    """`TEXT_ATTENTIONS`: the language-model attention classes (transformers 5) that pass
+    `attention_mask` to SDPA unchanged; the `text_attentions` of every family record
+    (`mmrlvr.models.family_spec`), read on each access."""
     if name == "TEXT_ATTENTIONS":
         return patched_classes("text_attentions")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

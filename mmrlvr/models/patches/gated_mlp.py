@@ -39,8 +39,9 @@ from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
 
 def __getattr__(name: str):
-    # GATED_MLPS: MLP classes whose forward is `down_proj(act_fn(gate_proj(x)) * up_proj(x))` (transformers 5); each family's are the `gated_mlps` of its record
-    # (mmrlvr.models.family_spec), read on each access
+    """`GATED_MLPS`: the MLP classes whose forward is
+    `down_proj(act_fn(gate_proj(x)) * up_proj(x))` (transformers 5); the `gated_mlps` of every family record
+    (`mmrlvr.models.family_spec`), read on each access."""
     if name == "GATED_MLPS":
         return patched_classes("gated_mlps")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,9 +30,9 @@ from mmrlvr.models.patches.swaps import checkpointed, swap_allowed
 
 
 def __getattr__(name: str):
-    # RMS_NORMS: Classes whose forward is exactly `weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(dtype)`
-    # (transformers 5); each family's are the `rms_norms` of its record
-    # (mmrlvr.models.family_spec), read on each access
+    """`RMS_NORMS`: the classes whose forward is exactly
+    `weight * (x32 * rsqrt(x32.pow(2).mean(-1) + eps)).to(dtype)` (transformers 5); the `rms_norms` of every family record
+    (`mmrlvr.models.family_spec`), read on each access."""
     if name == "RMS_NORMS":
         return patched_classes("rms_norms")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
