@@ -118,3 +118,22 @@ def test_max_reward():
                              "temporal_contrast.alpha=0.3"])
     # negative weights add nothing; the temporal-contrast bonus is not a verifier's reward
     assert max_reward(cfg) == pytest.approx(0.5 + 2)
+
+
+def test_a_token_weighting_method_the_config_cannot_fill_is_refused_before_the_model_loads(monkeypatch):
+    """A registered method with a setting `token_weighting` has no key for would raise at the first
+    step's weighting, after the warm start: validation names it instead."""
+    import torch
+
+    from mmrlvr.algos import token_weights
+
+    def uses_a_missing_key(signals, mask, made_up_top_k: int = 3) -> torch.Tensor:
+        return mask.float()
+
+    monkeypatch.setitem(token_weights.METHODS._items, "needs_made_up",
+                        token_weights.Method(uses_a_missing_key, (), token_weights._params_record("needs_made_up",
+                                                                                                   uses_a_missing_key)))
+    errors = config_errors(load_config("configs/quickstart.yaml", ["token_weighting.method=needs_made_up"]))
+    assert len(errors) == 1 and errors[0].startswith("token_weighting.method='needs_made_up'"), errors
+    assert "made_up_top_k" in errors[0]
+    assert config_errors(load_config("configs/quickstart.yaml", ["token_weighting.method=vppo"])) == []

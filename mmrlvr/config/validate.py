@@ -170,6 +170,11 @@ def _check_token_weighting(cfg: Config) -> Iterable[str]:
     tw = cfg.token_weighting
     if tw.method not in METHODS:
         yield _line("token_weighting.method", tw.method, f"one of {', '.join(METHODS.names())}")
+    else:  # a method whose settings the config cannot fill would fail at the first step, after the model loads
+        try:
+            METHODS.get(tw.method).settings(tw)
+        except AttributeError as exc:
+            yield _line("token_weighting.method", tw.method, f"a method whose settings are all token_weighting keys ({exc})")
     coefs = [tw.tor_perception, tw.tor_reasoning, tw.tor_both, tw.tor_other]
     if tw.method == "tor" and all(_num(c) for c in coefs) and max(coefs) <= 0:
         yield _line("token_weighting.tor_*", coefs, "at least one coefficient > 0")
