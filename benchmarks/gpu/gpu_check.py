@@ -24,7 +24,15 @@ optimizer steps moved between the first and the last step.
 Needs on the GPU machine: torch, transformers, accelerate, peft, pillow, pyyaml, tokenizers, jinja2,
 numpy (no vLLM, no network). Not needed: math-verify, qwen-vl-utils, decord, opencv, datasets,
 tensorboard (none is imported on this path; tests/plan/test_gpu_check.py runs `--cpu --tiny` with them
-blocked). Carry this checkout (well under 64 MiB) and run it with PYTHONPATH set to it.
+blocked). Carry this checkout (well under 64 MiB) and run it from its root with nothing of the project
+installed, exactly as the GPU machine does:
+
+    PYTHONPATH=$PWD python benchmarks/gpu/gpu_check.py --out benchmarks/results/gpu_check.json
+
+(`mmrlvr.tasks` is the checkout's `tasks/` folder then: `mmrlvr/__init__.py` finds it beside the package.)
+After the JSON it prints a one-screen summary: per phase measured vs planned GB, tokens/s, MFU, all moved.
+tests/plan/test_gpu_check.py runs `--cpu --tiny` the same way: a bare copy of the checkout, `python -S`
+so that no installed mmrlvr can be imported, and the 3B build on the meta device.
 """
 
 from __future__ import annotations
@@ -73,9 +81,10 @@ def qwen3b_config(tok, attn: str = "sdpa"):
     return config, ids
 
 
-def _processor_and_model(cfg, tiny: bool):
+def _processor_and_model(cfg, tiny: bool, device: str | None = None):
     """The tiny processor (its pixel limits from the config) and the model: the tiny one, or Qwen2.5-VL-3B's
-    architecture with random weights and the tiny tokenizer's special ids."""
+    architecture with random weights and the tiny tokenizer's special ids, built on `device` (default: the
+    config's; the test builds it on `meta`, so the 3B path is exercised without a GPU)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from mmrlvr.models.load import _DTYPES, resolve_model_path
@@ -89,11 +98,11 @@ def _processor_and_model(cfg, tiny: bool):
         model = AutoModelForImageTextToText.from_pretrained(resolve_model_path("tiny"), dtype=dtype)
     else:
         config, ids = qwen3b_config(processor.tokenizer, cfg.model.attn_implementation)
-        device = "cpu" if cfg.device == "cpu" else "cuda"
+        device = device or ("cpu" if cfg.device == "cpu" else "cuda")
         with torch.device(device):
             model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
         model.generation_config.eos_token_id = ids["eos_token_id"]
-        model.generation_config.pad_token_id = tok.pad_token_id
+        model.generation_config.pad_token_id = processor.tokenizer.pad_token_id
     processor.model_type = model.config.model_type
     processor.video_limits = {"max_frames": cfg.model.video_max_frames, "total_pixels": cfg.model.video_total_pixels}
     # a random 151,936-entry model samples ids the tiny tokenizer does not have: texts are not needed
@@ -248,6 +257,22 @@ def run(args) -> dict:
     }
 
 
+def summary(result: dict) -> str:
+    """One screen for a person reading the GPU machine's output: per phase measured vs planned GB, the
+    last step's throughput, MFU and whether every trained tensor moved."""
+    gb = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    lines = [f"gpu_check: {result['model']} on {result['device']} (torch {result['torch']}, {result['dtype']}), "
+             f"{result['prompts']} prompts x {result['group_size']}, up to {result['max_new_tokens']} new tokens",
+             f"{'phase':<12}{'measured GB':>13}{'planned GB':>12}"]
+    lines += [f"{name:<12}{gb(p['measured_gb']):>13}{gb(p['planned_gb']):>12}" for name, p in result["phases"].items()]
+    mfu = result["mfu"]
+    lines += [f"plan per GPU: {gb(result['plan_per_gpu_gb'])} GB, fits: {result['plan_fits']}",
+              f"generated tokens/s: {result['generated_tokens_per_s']}   update tokens/s: {result['update_tokens_per_s']}"
+              f"   MFU: {'-' if mfu is None else f'{100 * mfu:.1f}%'}",
+              f"all moved: {result['all_moved']} ({result['moved_tensors']} of {result['trained_tensors']} trained tensors)"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu", action="store_true", help="run on CPU (with --tiny: the smoke mode)")
@@ -267,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "steps"}, indent=1))
+    print(summary(result), flush=True)
     return 0 if result["all_moved"] else 1
 
 
