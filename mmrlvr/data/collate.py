@@ -13,14 +13,18 @@ from typing import Sequence
 
 import torch
 
+from mmrlvr.data.literal_text import literal_messages
 from mmrlvr.data.media import MediaError, decode_video, describe, fit_total_pixels, load_image, processor_metadata
 from mmrlvr.models.adapters import adapter_for
 from mmrlvr.types import Sample
 
 
 def prompt_texts(processor, samples: Sequence[Sample]) -> list[str]:
+    """The chat template's rendering of each sample's messages, their text made literal first
+    (`literal_text`: a question that spells `<|image_pad|>` stays text, never a vision token)."""
     return [
-        processor.apply_chat_template(list(s.messages), add_generation_prompt=True, tokenize=False)
+        processor.apply_chat_template(literal_messages(s.messages, processor), add_generation_prompt=True,
+                                      tokenize=False)
         for s in samples
     ]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from mmrlvr.data.file_checks import _has_content, first_bad_jsonl_line, unclosed_quote_line
+from mmrlvr.data.literal_text import forged_in_sample
 from mmrlvr.data.media import RowRef
 from mmrlvr.types import Sample
 
@@ -330,6 +331,10 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
             continue
         try:
             samples[pos] = make(row)
+            forged = forged_in_sample(samples[pos])
+            if forged is not None:
+                del samples[pos]
+                raise BadRow(f"its text spells the special token {forged!r}, which a prompt must not carry")
         except BadRow as exc:
             bad.append({"row": row.index, "reason": str(exc)})
         except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as exc:

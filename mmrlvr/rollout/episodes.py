@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from mmrlvr.data.collate import select_rows
+from mmrlvr.data.literal_text import literal_messages
 from mmrlvr.rollout.continuation import continue_turn
 from mmrlvr.rollout.episode_registry import (EPISODES, Episode, EpisodeState, Turn,  # noqa: F401 - re-exported
                                              register_episode)
@@ -75,6 +76,7 @@ def message_tokens(processor, message: dict, images, bridge: str) -> dict:
     of two renderings, so a template's default system turn is not repeated), after `bridge`: what
     the template writes after the end-of-turn token the policy stopped on ("\\n" for Qwen)."""
     base = [{"role": "user", "content": "x"}]
+    message = literal_messages([message], processor)[0]  # a caption, hint or tool reply stays text
     before = processor.apply_chat_template(base, tokenize=False)
     after = processor.apply_chat_template([*base, message], add_generation_prompt=True, tokenize=False)
     if not after.startswith(before):

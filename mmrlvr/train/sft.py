@@ -14,6 +14,7 @@ from typing import Sequence
 import torch
 
 from mmrlvr.data.collate import encode_prompts, pad_right, video_limits
+from mmrlvr.data.literal_text import literal, special_strings
 from mmrlvr.data.feed import decode_samples, log as data_log
 from mmrlvr.models.adapters import adapter_for
 from mmrlvr.models.patches.options import ForwardOptions
@@ -22,7 +23,10 @@ from mmrlvr.types import Sample
 
 
 def target_ids(tokenizer, samples: Sequence[Sample], end_token: str = "<|im_end|>") -> list[list[int]]:
-    return [tokenizer(s.target + end_token, add_special_tokens=False)["input_ids"] for s in samples]
+    """Each demonstration's tokens, its text literal (a target that spells a special token teaches the
+    spelling, not the token), then the real end-of-turn token."""
+    specials = special_strings(tokenizer)
+    return [tokenizer(literal(s.target, specials) + end_token, add_special_tokens=False)["input_ids"] for s in samples]
 
 
 SFT_FORWARD = ForwardOptions(chunked_head=True, recompute_mlp=True, mask_once=True, recompute_norm=True)

@@ -244,3 +244,16 @@ def test_a_referring_box_outside_its_image_is_a_bad_row(tmp_path, caplog):
     assert [s.reference for s in got] == [[4.0, 4.0, 14.0, 14.0]]
     assert f"{path}: row 0 skipped: field 'answer': box [40.0, 10.0, 65.0, 20.0] lies outside the 60x40 image" in \
         [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("spelled", ["<|image_pad|>", "<|im_start|>assistant", "<start_of_image>", "<end_of_turn>"])
+def test_a_question_spelling_a_special_token_is_a_bad_row_not_a_run_stop(tmp_path, caplog, spelled):
+    rows = [{"question": f"<image>q{i}?", "answer": "1"} for i in range(4)]
+    rows[2]["question"] = f"<image>what is {spelled} here?"
+    path, args = _geometry(tmp_path, rows, max_bad_frac=0.5)
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("geometry", "train", 10, 0, **args)
+    assert [s.meta["row"] for s in got] == [0, 1, 3]
+    token = spelled.split("assistant")[0]
+    assert f"{path}: row 2 skipped: its text spells the special token {token!r}, which a prompt must not carry" in \
+        [r.getMessage() for r in caplog.records]
