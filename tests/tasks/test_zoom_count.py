@@ -5,9 +5,14 @@ the task's answer inside the named box, and its warm-start conversations rendere
 from __future__ import annotations
 
 import dataclasses
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 from PIL import Image
 
@@ -21,6 +26,27 @@ def test_parse_call():
     assert parse_call("<crop>5,6,70,80</crop>") == (5, 6, 70, 80)
     assert parse_call("<answer>3</answer>") is None
     assert parse_call("<zoom>[1, 2, 3]</zoom>") is None
+
+
+# the pattern before it was made linear: the oracle for what a call means
+_QUADRATIC = re.compile(r"<(zoom|crop)>\s*\[?\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*\]?\s*</(?:zoom|crop)>")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["<zoom>", "</zoom>", "<crop>", "</crop>", "[", "]", ",", " ", "\n", "-", "7", "12",
+                                 "x"]), max_size=40).map("".join))
+def test_parse_call_reads_every_call_the_old_pattern_read(text):
+    m = _QUADRATIC.search(text)
+    assert parse_call(text) == (tuple(int(v) for v in m.groups()[1:]) if m else None)
+
+
+def test_parse_call_is_linear_in_the_turns_length():
+    # 50,000 spaces after `<zoom>` took the old pattern over a minute (quadratic), holding the GIL past the
+    # turn's time limit; a child process with a generous deadline tells a hang from an answer
+    code = ("from mmrlvr.data.zoom import parse_call; "
+            "assert parse_call('<zoom>' + ' ' * 50000) is None; "
+            "assert parse_call('<zoom>[1, 2, 3, 4' + ' ' * 50000 + ']' + ' ' * 50000 + '</zoom>') == (1, 2, 3, 4)")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=20)
 
 
 def test_box_problem_and_zoom_size_by_hand():
