@@ -48,15 +48,16 @@ def text_config(path: str) -> dict | None:
             raw = AutoConfig.from_pretrained(path, local_files_only=True).to_dict()
     except Exception:  # noqa: BLE001 - unreadable or not cached: not this check's to report
         return None
-    text = raw.get("text_config") or raw
+    text = (raw.get("text_config") or raw) if isinstance(raw, dict) else None
     if not isinstance(text, dict):
         return None
-    heads = text.get("num_attention_heads") or 1
-    return {"max_position_embeddings": text.get("max_position_embeddings"),
-            "num_hidden_layers": text.get("num_hidden_layers"),
-            "num_key_value_heads": text.get("num_key_value_heads") or heads,
-            "head_dim": text.get("head_dim") or ((text.get("hidden_size") or 0) // heads),
-            "vocab_size": text.get("vocab_size") or raw.get("vocab_size")}
+    count = lambda v: v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None  # noqa: E731
+    heads, hidden = count(text.get("num_attention_heads")) or 1, count(text.get("hidden_size")) or 0
+    return {"max_position_embeddings": count(text.get("max_position_embeddings")),
+            "num_hidden_layers": count(text.get("num_hidden_layers")),
+            "num_key_value_heads": count(text.get("num_key_value_heads")) or heads,
+            "head_dim": count(text.get("head_dim")) or hidden // heads,
+            "vocab_size": count(text.get("vocab_size")) or count(raw.get("vocab_size"))}
 
 
 def device_memory_bytes() -> tuple[int, str] | None:

@@ -45,10 +45,14 @@ def model_dir_problem(local: Path) -> str | None:
     if not config.is_file():
         return f"a model directory with a config.json (none in {local})"
     try:
-        if not isinstance(json.loads(config.read_text()), dict):
-            return f"{config}: expected a JSON object"
+        raw = json.loads(config.read_text())
     except (ValueError, OSError) as exc:
         return f"{config} is not readable JSON ({str(exc)[:80]})"
+    from mmrlvr.models.config_checks import model_config_problems
+
+    problems = model_config_problems(raw)
+    if problems:
+        return f"{config}: " + "; ".join(problems)
     shards = sorted(local.glob("*.safetensors"))
     index = local / "model.safetensors.index.json"
     if index.is_file():

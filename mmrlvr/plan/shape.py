@@ -14,6 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmrlvr.config import ConfigError
+from mmrlvr.models.config_checks import read_json_object, read_model_config
+
 SHIPPED = Path(__file__).resolve().parents[1] / "models" / "configs"
 
 
@@ -75,23 +78,32 @@ def processor_max_pixels(config_file: Path) -> int | None:
     for name, key in (("preprocessor_config.json", None), ("processor_config.json", "image_processor")):
         f = config_file.parent / name
         if f.is_file():
-            data = json.loads(f.read_text())
+            data = read_json_object(f)
             raw = data.get(key, {}) if key else data
             if raw:
                 break
+    raw = raw if isinstance(raw, dict) else {}
     size = raw.get("size") if isinstance(raw.get("size"), dict) else {}
     value = size.get("longest_edge") or raw.get("max_pixels")
-    return int(value) if value else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{f}: the image size bound {json.dumps(value)[:40]} is not a positive integer of pixels")
+    return value
 
 
 def _meta_model(config_file: Path):
     import torch
     from transformers import AutoConfig, AutoModelForImageTextToText
 
-    raw = json.loads(config_file.read_text())
-    config = AutoConfig.for_model(raw.pop("model_type"), **raw)
-    with torch.device("meta"):
-        return AutoModelForImageTextToText.from_config(config)
+    raw = read_model_config(config_file)
+    try:
+        config = AutoConfig.for_model(raw.pop("model_type"), **raw)
+        with torch.device("meta"):
+            return AutoModelForImageTextToText.from_config(config)
+    except (ValueError, TypeError, KeyError, AttributeError, ZeroDivisionError, RuntimeError) as exc:
+        raise ConfigError(f"model config {config_file}: transformers cannot build it "
+                          f"({type(exc).__name__}: {str(exc)[:160]})") from None
 
 
 def _count(module) -> int:
