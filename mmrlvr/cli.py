@@ -71,7 +71,9 @@ def _cmd_plan(args) -> int:
 
 def _cmd_merge(args) -> int:
     from mmrlvr.models.load import merge_checkpoint
+    from mmrlvr.train.eval_cli import refuse_inside_checkpoint
 
+    refuse_inside_checkpoint(Path(args.out), args.checkpoint, "out")  # it would overwrite the weights it reads
     print(merge_checkpoint(args.checkpoint, args.out))
     return 0
 

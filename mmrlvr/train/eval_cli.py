@@ -82,12 +82,17 @@ def report_path(checkpoint: str, out: str | None) -> Path:
     """Where the report goes (`--out`, else `default_out`); refused, one line, inside a checkpoint: a
     file written there makes a resume call it corrupt, or replaces its weights."""
     path = Path(out) if out else default_out(checkpoint)
+    refuse_inside_checkpoint(path, checkpoint, "--out", ".eval.json")
+    return path
+
+
+def refuse_inside_checkpoint(path: Path, checkpoint: str, flag: str, suffix: str = "-merged") -> None:
+    """One line (ConfigError) when `path` lies in a checkpoint (`_checkpoint_holding`), naming a path beside it."""
     inside = _checkpoint_holding(path, checkpoint)
     if inside is not None:
-        raise ConfigError(f"--out {out or path}: inside the checkpoint {inside}, which is never written to (a file there "
+        raise ConfigError(f"{flag} {path}: inside the checkpoint {inside}, which is never written to (a file there "
                           f"breaks its sha256 manifest or replaces its weights); write it beside, e.g. "
-                          f"--out {inside.with_name(inside.name + '.eval.json')}")
-    return path
+                          f"{flag} {inside.with_name(inside.name + suffix)}")
 
 
 def write_report(report: dict, out: str | Path) -> Path:

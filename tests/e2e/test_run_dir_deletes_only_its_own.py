@@ -101,6 +101,15 @@ def test_eval_out_inside_a_checkpoint_is_refused_before_anything_loads(run, caps
     assert f"inside the checkpoint {ckpt}" in line and _snapshot(ckpt) == before
 
 
+def test_merge_into_the_checkpoint_it_reads_is_refused(run, capsys):
+    ckpt = run / "checkpoints" / "step_2"
+    before = _snapshot(ckpt)
+    for out in (ckpt, ckpt / "merged"):
+        line = _refused(capsys, ["merge", str(ckpt), str(out)])
+        assert f"out {out}: inside the checkpoint {ckpt}" in line and f"out {ckpt}-merged" in line, line
+    assert _snapshot(ckpt) == before
+
+
 def test_a_stray_file_in_a_checkpoint_neither_breaks_it_nor_is_deleted_by_the_resume(run, capsys):
     stray = run / "checkpoints" / "step_2" / "eval.json"
     stray.write_text('{"mine": 1}')
