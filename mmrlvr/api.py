@@ -303,10 +303,14 @@ def run(config: str | Path | dict | Config, *, train_data=None, eval_data=None,
 
 def _run(config, train_data, eval_data, rewards, overrides) -> dict:
     from mmrlvr.train.loop import train
-    from mmrlvr.train.run_dir import acquire_lock, release_lock
+    from mmrlvr.train.run_dir import RunDirError, acquire_lock, release_lock
+    from mmrlvr.train.run_dir_paths import run_dir_problem
     from mmrlvr.config.validate import validate_config
 
     cfg = validate_config(as_config(config, overrides))  # bad settings named before anything is written
+    unsafe = run_dir_problem(cfg)  # someone else's files, a model inside the run's own: before anything is staged
+    if unsafe:
+        raise RunDirError(unsafe)
     inputs = check_inputs(cfg, train_data, eval_data, rewards)
     run_dir = Path(cfg.output_dir)
     if inputs.empty():

@@ -40,13 +40,14 @@ def _cmd_train(args) -> int:
 
 def _cmd_eval(args) -> int:
     from mmrlvr.config import load_config
-    from mmrlvr.train.eval_cli import default_out, format_table, run_eval, write_report
+    from mmrlvr.train.eval_cli import format_table, report_path, run_eval, write_report
 
     if args.samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {args.samples}")
+    out = report_path(args.checkpoint, args.out)  # never inside a checkpoint: refused before anything loads
     cfg = load_config(args.config, args.overrides)
     report = run_eval(cfg, args.checkpoint, split=args.split, samples=args.samples)
-    out = write_report(report, args.out or default_out(args.checkpoint))
+    out = write_report(report, out)
     print(format_table(report))
     print(f"report: {out}", file=sys.stderr)
     return 0
@@ -70,7 +71,9 @@ def _cmd_plan(args) -> int:
 
 def _cmd_merge(args) -> int:
     from mmrlvr.models.load import merge_checkpoint
+    from mmrlvr.train.eval_cli import refuse_inside_checkpoint
 
+    refuse_inside_checkpoint(Path(args.out), args.checkpoint, "out")  # it would overwrite the weights it reads
     print(merge_checkpoint(args.checkpoint, args.out))
     return 0
 
@@ -166,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a model or LoRA directory (e.g. runs/x/checkpoints/step_60), a hub name, or 'tiny' (untrained)")
     p.add_argument("--samples", type=int, default=1, metavar="K",
                    help="K > 1 adds mean@K and pass@K over K samples at the rollout temperature")
-    p.add_argument("--out", help="report file (default: eval.json in the checkpoint directory)")
+    p.add_argument("--out", help="report file (default: <checkpoint>.eval.json beside the checkpoint directory, "
+                                 "./eval.json for tiny or a hub name); never inside a checkpoint")
     p.add_argument("--split", default="eval", choices=["eval", "train"])
     p.set_defaults(fn=_cmd_eval)
     p = sub.add_parser("config", help="print every config key with its value and one-line doc")

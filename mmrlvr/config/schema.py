@@ -212,10 +212,16 @@ class TrainConfig:
     resume: bool = True
     """Continue from the newest checkpoint in output_dir if there is one. The saved config.yaml
     must then match this config (apart from train.steps and logging keys); a difference stops the
-    run, naming the keys."""
+    run, naming the keys. false starts over: it deletes checkpoints/, model/ and the rest of the
+    earlier run in output_dir (only files a run wrote)."""
     resume_force: bool = False
     """Resume even though the config differs from the run's saved config.yaml (the old file is
     kept as config.prev.yaml). For deliberate changes, e.g. a lower learning rate mid-run."""
+    allow_nonempty_output_dir: bool = False
+    """Use an output_dir that already holds files but no earlier mmrlvr run (refused by default, so a
+    typo'd or shared directory never loses a file). The run writes beside those files and never deletes
+    or replaces one it did not write: a file or folder named like one the run writes (config.yaml,
+    metrics.jsonl, model/, checkpoints/, samples/...) is still refused."""
     log_with: list[str] = field(default_factory=lambda: ["tensorboard"])
     """accelerate trackers: tensorboard, wandb, mlflow, trackio... ([] = metrics.jsonl only)."""
 

@@ -23,7 +23,9 @@ import numpy as np
 import torch
 
 from mmrlvr.config import ConfigError
+from mmrlvr.train.checkpoint_files import loader_reads, remove_checkpoint
 from mmrlvr.train.distributed import barrier, rank_world
+from mmrlvr.train.run_dir_paths import RUN_FILES, clear_run_dir, start_over  # noqa: F401 - re-exported
 
 
 def _rng_state() -> dict:
@@ -162,17 +164,17 @@ def save_checkpoint(run_dir: str | Path, step: int, model, processor, optimizer,
     final = root / f"step_{step}"
     if rank == 0:
         # sizes and sha256 of every file (all ranks'), written last: a checkpoint whose files do
-        # not match, or that holds a file it was not saved with, is broken
+        # not match, or that holds a file a loader reads that it was not saved with, is broken
         saved = [f for f in sorted(tmp.rglob("*")) if f.is_file()]
         files = {str(f.relative_to(tmp)): f.stat().st_size for f in saved}
         hashes = {str(f.relative_to(tmp)): file_sha256(f) for f in saved}
         record = {"step": step, **state, "world_size": world, "files": files, "sha256": hashes}
         (tmp / "state.json").write_text(json.dumps({**record, "state_sha256": _state_digest(record)}, indent=1))
-        if final.exists():
-            shutil.rmtree(final)
+        if final.exists():  # a step redone after a resume: its files go, anyone else's are kept aside
+            remove_checkpoint(final)
         os.replace(tmp, final)
         for old in list_checkpoints(run_dir)[:-keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            remove_checkpoint(old)
     barrier()
     return final
 
@@ -208,7 +210,9 @@ def _state_digest(record: dict) -> str:
 def checkpoint_problem(ckpt: Path) -> str | None:
     """Why a checkpoint cannot be resumed from, else None: missing, truncated or empty files and,
     for checkpoints saved with hashes, any file whose content changed since the save (weights,
-    optimizer, config, tokenizer, state.json itself) or that was not there when it was saved."""
+    optimizer, config, tokenizer, state.json itself) or that a loader would read and was not there
+    when it was saved. Other files someone added (an eval report, a note) are not the checkpoint's:
+    they neither break it nor are deleted with it (checkpoint_files)."""
     try:
         state = json.loads((ckpt / "state.json").read_text())
         step = state["step"]
@@ -221,7 +225,7 @@ def checkpoint_problem(ckpt: Path) -> str | None:
     hashes = state.get("sha256")
     if isinstance(hashes, dict):
         present = {str(f.relative_to(ckpt)) for f in ckpt.rglob("*") if f.is_file()} - {"state.json"}
-        extra = sorted(present - set(hashes))
+        extra = sorted(name for name in present - set(hashes) if loader_reads(name))
         if extra:
             return f"{extra[0]} was not there when the checkpoint was saved"
     files = state.get("files")
@@ -267,7 +271,7 @@ def latest_checkpoint(run_dir: str | Path, warn=None) -> Path | None:
     if broken:
         names = "; ".join(f"{c.name}: {w}" for c, w in broken)
         raise CheckpointError(f"no intact checkpoint in {Path(run_dir) / 'checkpoints'} ({names}); "
-                              "delete them or set train.resume=false to start over")
+                              f"move them out of the way, or set {start_over(run_dir)}")
     return None
 
 
@@ -320,17 +324,3 @@ def write_final_model(ckpt: Path, out: Path, model_cfg) -> Path:
         shutil.rmtree(out)
     os.replace(tmp, out)
     return out
-
-
-RUN_FILES = ("checkpoints", "warm_start", "samples", "tensorboard", "metrics.jsonl", "summary.json", "config.yaml",
-             "model")
-
-
-def clear_run_dir(run_dir: str | Path) -> None:
-    """Remove what an earlier run left in `run_dir` (only the files a run writes)."""
-    for name in RUN_FILES:
-        path = Path(run_dir) / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from mmrlvr.config import Config
+from mmrlvr.config import Config, ConfigError
 from mmrlvr.data.bad_rows import max_bad_frac_setting
 from mmrlvr.data.heldout import small_split_note
 from mmrlvr.models.load import checkpoint_path, load_checkpoint
@@ -59,9 +59,40 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
 
 
 def default_out(checkpoint: str) -> Path:
-    """eval.json in the checkpoint directory; for "tiny" or a hub name, in the working directory."""
+    """`<checkpoint>.eval.json` beside a checkpoint directory (never inside it: a file there breaks
+    its sha256 manifest); for "tiny" or a hub name, eval.json in the working directory."""
     local = Path(checkpoint).expanduser()
-    return local / "eval.json" if local.is_dir() else Path("eval.json")
+    if not local.is_dir():
+        return Path("eval.json")
+    local = local.resolve()
+    return local.with_name(f"{local.name}.eval.json")
+
+
+def _checkpoint_holding(out: Path, checkpoint: str) -> Path | None:
+    """The checkpoint directory `out` lies in: the one evaluated, or any saved checkpoint (a folder
+    with a state.json) among its parents; else None."""
+    out = out.expanduser().resolve()
+    local = Path(checkpoint).expanduser()
+    if local.is_dir() and out.is_relative_to(local.resolve()):
+        return local.resolve()
+    return next((p for p in out.parents if (p / "state.json").is_file()), None)
+
+
+def report_path(checkpoint: str, out: str | None) -> Path:
+    """Where the report goes (`--out`, else `default_out`); refused, one line, inside a checkpoint: a
+    file written there makes a resume call it corrupt, or replaces its weights."""
+    path = Path(out) if out else default_out(checkpoint)
+    refuse_inside_checkpoint(path, checkpoint, "--out", ".eval.json")
+    return path
+
+
+def refuse_inside_checkpoint(path: Path, checkpoint: str, flag: str, suffix: str = "-merged") -> None:
+    """One line (ConfigError) when `path` lies in a checkpoint (`_checkpoint_holding`), naming a path beside it."""
+    inside = _checkpoint_holding(path, checkpoint)
+    if inside is not None:
+        raise ConfigError(f"{flag} {path}: inside the checkpoint {inside}, which is never written to (a file there "
+                          f"breaks its sha256 manifest or replaces its weights); write it beside, e.g. "
+                          f"{flag} {inside.with_name(inside.name + suffix)}")
 
 
 def write_report(report: dict, out: str | Path) -> Path:

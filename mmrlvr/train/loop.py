@@ -24,7 +24,7 @@ from mmrlvr.data.demos import DemoSource, DemoStrategy
 from mmrlvr.data.sources import prompt_source
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.rollout.lagged import LaggedEngine, Lookahead
-from mmrlvr.train.checkpoint import (clear_run_dir, latest_checkpoint, remove_partial_saves, load_trainer_state,
+from mmrlvr.train.checkpoint import (latest_checkpoint, remove_partial_saves, load_trainer_state,
                                      save_checkpoint, write_final_model)
 from mmrlvr.train.distributed import (all_reduce, barrier, freeze_unreachable, gather_lists, rank_world,
                                       reduce_metrics, remember_dummy_media, shard)
@@ -32,7 +32,8 @@ from mmrlvr.train.evaluate import eval_metrics, eval_terms, said
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.precision import MasterWeights, compute_dtype, engine_masters, training_problem
 from mmrlvr.train.progress import Progress
-from mmrlvr.train.run_dir import claim_run_dir, release_lock
+from mmrlvr.train.run_dir import RunDirError, claim_run_dir, release_lock
+from mmrlvr.train.run_dir_paths import clear_run_dir, run_dir_problem
 from mmrlvr.train.schedule import make_scheduler
 from mmrlvr.train.setup import (
     prepare_policy, reference_policy, set_threads_and_seed, sharded_launch, start_trackers,
@@ -56,6 +57,9 @@ from mmrlvr.tasks import load_task
 def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
     validate_config(cfg)  # every bad setting named before anything heavy runs
+    unsafe = run_dir_problem(cfg)  # a model inside the run's own files, someone else's files: before any is removed
+    if unsafe:
+        raise RunDirError(unsafe)
     why = training_problem(cfg.model.dtype)  # (evaluation takes any dtype)
     if why:
         raise ConfigError(why)
@@ -191,8 +195,8 @@ def _train_source(cfg: Config, train_set):
 
 
 def _open_run_dir(cfg: Config, run_dir: Path, is_main: bool):
-    """Clear (fresh run) or keep (resume) the run directory, write the resolved config; the
-    checkpoint to resume from, or None."""
+    """Clear (fresh run: only what an earlier run of ours wrote) or keep (resume) the run directory,
+    write the resolved config; the checkpoint to resume from, or None."""
     if is_main:
         if not cfg.train.resume:
             clear_run_dir(run_dir)

@@ -22,11 +22,13 @@ import yaml
 
 from mmrlvr.config import portable_model_path, Config, ConfigError, short, to_dict
 from mmrlvr.data.staged import staged_change
+from mmrlvr.train.run_dir_paths import run_dir_problem, start_over
 
 LOCK = ".lock"
 # keys a resume may change: how long the run goes on, how it logs, verifier processes, where it lives
 RESUMABLE = frozenset({
     "train.steps", "train.resume", "train.resume_force", "train.log_every", "train.log_with", "train.save_every",
+    "train.allow_nonempty_output_dir",  # whether other files may sit beside the run, never what it trains
     "train.eval_every", "verifier_workers", "verifier_timeout", "eval.batch_size", "threads", "device",
     "output_dir",  # a run directory moved or copied elsewhere is still the same run
     "rollout.server_url", "rollout.server_timeout",  # a restarted rollout server (new address) serves the same policy
@@ -220,15 +222,16 @@ def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]
         what = "; ".join(text or f"{k}: {_said(a)} -> {_said(b)}" for k, a, b, text in said[:8])
         more = f"; and {', '.join(k for k, _, _ in diffs[8:])}" if len(diffs) > 8 else ""  # every key named
         raise RunDirError(f"output_dir {run_dir} holds a run with another config ({what}{more}); resume with "
-                          "the same config, choose another output_dir, set train.resume=false to start over, "
-                          "or train.resume_force=true to resume anyway")
+                          "the same config, choose another output_dir, set train.resume_force=true to resume "
+                          f"anyway, or set {start_over(run_dir)}")
     if diffs:
         (run_dir / "config.prev.yaml").write_text(saved_path.read_text())
     return diffs
 
 
 def claim_run_dir(run_dir: str | Path, cfg: Config, is_main: bool = True) -> list[tuple[str, Any, Any]]:
-    """Lock `run_dir` for this run, then check that a resume continues the same config (above).
+    """Refuse a run that would delete what it did not write (`run_dir_paths`), lock `run_dir` for this
+    run, then check that a resume continues the same config (above).
 
     Every rank calls it before anything in the directory is cleared or written: the main process
     locks and checks, and with several processes its verdict is broadcast, so all ranks stop
@@ -237,6 +240,9 @@ def claim_run_dir(run_dir: str | Path, cfg: Config, is_main: bool = True) -> lis
     if is_main:
         held = str(Path(run_dir).resolve()) in _HELD  # mmrlvr.run locks before it stages its inputs
         try:
+            why = run_dir_problem(cfg)  # before the lock file: nothing written, nothing removed
+            if why:
+                raise RunDirError(why)
             acquire_lock(run_dir)
             diffs = check_resume(run_dir, cfg)
         except RunDirError as exc:

@@ -72,7 +72,8 @@ def test_a_users_own_inputs_folder_survives_mmrlvr_run(tmp_path):
     mine = out / "inputs" / "my_data.csv"
     mine.parent.mkdir(parents=True)
     mine.write_text("question,answer\nq,1\n")
-    mmrlvr.run(_cfg(out) | {"task": {"name": "counting", "train_size": 4, "eval_size": 2}})  # no in-memory inputs
+    mmrlvr.run(_cfg(out) | {"task": {"name": "counting", "train_size": 4, "eval_size": 2}},  # no in-memory inputs
+               overrides=["train.allow_nonempty_output_dir=true"])  # a folder of the user's own beside the run
     assert mine.read_text() == "question,answer\nq,1\n"
     mmrlvr.run(_cfg(out), train_data=_rows("A"), rewards=[short], overrides=["train.resume=false"])
     assert mine.read_text() == "question,answer\nq,1\n" and sorted(p.name for p in (out / "inputs").iterdir()) == ["my_data.csv"]

@@ -19,7 +19,8 @@ def test_train_then_eval_a_checkpoint(tmp_path, capsys):
     ckpt = run / "checkpoints" / "step_2"
     assert main(["eval", "configs/quickstart.yaml", *SMALL, "--checkpoint", str(ckpt)]) == 0
     table = capsys.readouterr().out
-    report = json.loads((ckpt / "eval.json").read_text())  # the default report location
+    report = json.loads((run / "checkpoints" / "step_2.eval.json").read_text())  # default: beside the checkpoint
+    assert not (ckpt / "eval.json").exists()
     assert report["n"] == 16 and report["accuracy"] == pytest.approx(printed["eval_after"]["accuracy"])
     assert report["task"] == "counting" and report["skipped"] == [] and "mean@2" not in report
     shown = dict(line.rsplit(None, 1) for line in table.splitlines())

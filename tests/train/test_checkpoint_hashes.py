@@ -1,6 +1,6 @@
 """Checkpoints are verified by content: every file's sha256 is recorded at save and checked at
 resume. A file corrupted in place at the same size (weights, optimizer, config, tokenizer, the
-state itself) or planted beside them is named in one line, and the run resumes from the newest
+state itself) or a file a loader reads planted beside them is named in one line, and the run resumes from the newest
 intact checkpoint, or stops naming the file when none is."""
 
 import shutil
@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from mmrlvr.train.checkpoint import CheckpointError, checkpoint_problem, latest_checkpoint, save_checkpoint
+from mmrlvr.train.checkpoint_files import remove_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +72,21 @@ def test_no_intact_checkpoint_stops_naming_the_file(run, tmp_path):
         _flip(copy / "checkpoints" / f"step_{step}" / "model.safetensors")
     with pytest.raises(CheckpointError, match=r"step_2: model.safetensors changed since it was saved"):
         latest_checkpoint(copy)
+
+
+def test_a_file_no_loader_reads_is_not_the_checkpoints_and_is_kept_when_it_goes(run, tmp_path):
+    copy = tmp_path / "report"
+    shutil.copytree(run, copy)
+    ckpt = copy / "checkpoints" / "step_2"
+    (ckpt / "eval.json").write_text('{"accuracy": 0.5}')
+    (ckpt / "notes").mkdir()
+    (ckpt / "notes" / "todo.txt").write_text("mine")
+    warned = []
+    assert checkpoint_problem(ckpt) is None and latest_checkpoint(copy, warn=warned.append) == ckpt and warned == []
+    kept = remove_checkpoint(ckpt, warn=warned.append)  # what rotation and a redone step call
+    assert kept == copy / "checkpoints" / "step_2.kept" and not ckpt.exists()
+    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file()) == ["eval.json", "notes/todo.txt"]
+    assert (kept / "eval.json").read_text() == '{"accuracy": 0.5}' and len(warned) == 1 and str(kept) in warned[0]
+    assert latest_checkpoint(copy).name == "step_1"  # the kept folder is no checkpoint
+    assert remove_checkpoint(copy / "checkpoints" / "step_1") is None  # nothing foreign: removed whole
+    assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["step_2.kept"]

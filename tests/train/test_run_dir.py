@@ -250,3 +250,19 @@ def test_runs_started_at_the_same_instant_never_both_hold_the_lock(tmp_path):
     many = [r for r, held in got.items() if sum(held) > 1]
     none = [r for r, held in got.items() if sum(held) == 0]
     assert not many and not none, f"several held the lock in {len(many)} of {rounds} rounds, none in {len(none)}"
+
+
+def test_clearing_a_run_dir_removes_only_what_a_run_wrote(tmp_path):
+    from mmrlvr.train.run_dir_paths import clear_run_dir, holds_run
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "weights.bin").write_text("mine")
+    (tmp_path / "config.yaml").write_text("mine: 1\n")  # a user's file of the name a run writes
+    (tmp_path / "notes.txt").write_text("mine")
+    assert not holds_run(tmp_path)
+    clear_run_dir(tmp_path)  # no earlier run of ours: nothing is removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "model", "notes.txt"]
+    save_config(load_config("configs/quickstart.yaml", [f"output_dir={tmp_path}"]), tmp_path / "config.yaml")
+    assert holds_run(tmp_path)
+    clear_run_dir(tmp_path)  # an earlier run's files go; a file of another name stays
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
