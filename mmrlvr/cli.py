@@ -61,11 +61,12 @@ def _cmd_config(args) -> int:
 
 
 def _cmd_plan(args) -> int:
-    from mmrlvr.plan.command import run_plan
+    from mmrlvr.plan.command import DOES_NOT_FIT, plan_report
 
-    print(run_plan(args.config, args.overrides, gpus=args.gpus, gpu_gb=args.gpu_memory, launcher=args.launcher,
-                   as_json=args.json, prompt_text=args.prompt_text_tokens))
-    return 0
+    text, fits = plan_report(args.config, args.overrides, gpus=args.gpus, gpu_gb=args.gpu_memory,
+                             launcher=args.launcher, as_json=args.json, prompt_text=args.prompt_text_tokens)
+    print(text)
+    return 0 if fits else DOES_NOT_FIT  # a script can tell "does not fit" from a refused config (2)
 
 
 def _cmd_merge(args) -> int:
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "from the config and its model's config alone; whether it fits",
                        epilog="Hardware comes from the config's '# Hardware: one 80 GB GPU' header line unless "
                               "--gpus / --gpu-memory / --launcher say otherwise. Nothing is downloaded: hub models "
-                              "are sized from the configs shipped in mmrlvr/models/configs/.")
+                              "are sized from the configs shipped in mmrlvr/models/configs/. Exit status: 0 fits, "
+                              "3 does not fit, 2 the config is refused.")
     p.add_argument("config")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.micro_batch_tokens=16384")
     p.add_argument("--json", action="store_true",

@@ -17,7 +17,7 @@ from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import model_path_problem
 from mmrlvr.config.arrol_checks import check_arrol
-from mmrlvr.config.bounds import check_bounds
+from mmrlvr.config.bounds import check_bounds, check_device
 from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.config.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
 from mmrlvr.config.rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
@@ -349,14 +349,21 @@ CHECKS: list[Callable[[Config], Iterable[str]]] = [
 CHECKS.append(check_arrol)  # sample_efficiency.arrol (mmrlvr/config/arrol_checks.py)
 
 
-def config_errors(cfg: Config) -> list[str]:
-    """Every problem of `cfg`, one line each (empty when the config is usable)."""
-    return [line for check in CHECKS for line in check(cfg)]
+# what this machine must have for the run to start here (`mmrlvr plan` and the docs' checks judge
+# a config written for GPUs on any machine, so these are apart from CHECKS)
+MACHINE_CHECKS: list[Callable[[Config], Iterable[str]]] = [check_device]
+
+
+def config_errors(cfg: Config, machine: bool = False) -> list[str]:
+    """Every problem of `cfg`, one line each (empty when the config is usable); with `machine`,
+    also what this machine lacks to run it (`MACHINE_CHECKS`)."""
+    return [line for check in (CHECKS + MACHINE_CHECKS if machine else CHECKS) for line in check(cfg)]
 
 
 def validate_config(cfg: Config) -> Config:
-    """Raise ConfigError listing every problem (one per line); return `cfg` when there is none."""
-    errors = config_errors(cfg)
+    """Raise ConfigError listing every problem (one per line), this machine's included; return
+    `cfg` when there is none."""
+    errors = config_errors(cfg, machine=True)
     if errors:
         raise ConfigError("\n".join(errors))
     return cfg
