@@ -1,4 +1,4 @@
-"""`mmrlvr train|eval|verifiers|score|rollout-server ...`: the command line."""
+"""`mmrlvr train|validate|eval|plan|verifiers|score|rollout-server ...`: the command line."""
 
 from __future__ import annotations
 
@@ -57,6 +57,17 @@ def _cmd_config(args) -> int:
     from mmrlvr.config.docs import describe_config
 
     print(describe_config(load_config(args.config, args.overrides) if args.config else None))
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from mmrlvr.train.preflight import preflight
+
+    for line in preflight(args.config, args.overrides):
+        if line.startswith("warning: "):
+            print(f"mmrlvr: {line}", file=sys.stderr)
+        else:
+            print(line)
     return 0
 
 
@@ -170,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="report file (default: eval.json in the checkpoint directory)")
     p.add_argument("--split", default="eval", choices=["eval", "train"])
     p.set_defaults(fn=_cmd_eval)
+    p = sub.add_parser("validate", help="check a run without loading its model: settings, device, data rows "
+                                         "and media, reward plug-ins on one sample, the memory plan",
+                       epilog="Exit status 0 when `mmrlvr train` with the same arguments would start; 2 with one "
+                              "`mmrlvr: error:` line naming what would stop it. The plan is checked against the "
+                              "config's '# Hardware:' header line when it has one.")
+    p.add_argument("config", help="YAML file, e.g. configs/quickstart.yaml")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, as for `mmrlvr train`")
+    p.set_defaults(fn=_cmd_validate)
     p = sub.add_parser("config", help="print every config key with its value and one-line doc")
     p.add_argument("--show", action="store_true", help="(the default action) print the keys")
     p.add_argument("config", nargs="?", help="a YAML file to resolve (default: the built-in defaults)")
