@@ -56,3 +56,40 @@ def test_a_cuda_config_stays_valid_as_a_config(tmp_path, monkeypatch):
         validate_config(cfg)
     cfg.device = "auto"
     assert validate_config(cfg) is cfg
+
+
+QWEN3B = "Qwen/Qwen2.5-VL-3B-Instruct"  # 3,754,622,976 parameters (its shipped config; nothing downloaded)
+
+
+@no_cuda
+def test_auto_on_the_cpu_warns_for_a_model_of_several_gb():
+    from mmrlvr.train.preflight import cpu_fallback_note
+
+    note = cpu_fallback_note(load_config(None, [f"model.path={QWEN3B}"]))
+    # 3,754,622,976 x 4 bytes (float32) = 15.0 GB > 3 GB
+    assert note == (f"device=auto and torch {torch.__version__} sees no CUDA device: training {QWEN3B} "
+                    "(3.8 B parameters, 15.0 GB of float32 weights) on the CPU; set device=cuda to stop instead")
+    assert "7.5 GB of bfloat16 weights" in cpu_fallback_note(load_config(None, [f"model.path={QWEN3B}", "model.dtype=bfloat16"]))
+    assert cpu_fallback_note(load_config(None, ["model.path=tiny"])) is None  # a few MB: the CPU is its place
+    assert cpu_fallback_note(load_config(None, [f"model.path={QWEN3B}", "device=cpu"])) is None  # asked for
+
+
+@no_cuda
+def test_training_prints_the_cpu_warning_once_before_the_model_loads(monkeypatch, capsys, tmp_path):
+    import mmrlvr.train.loop as loop
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop  # the run directory is claimed after the warnings, before any data or model loads
+
+    monkeypatch.setattr(loop, "claim_run_dir", stop)
+    monkeypatch.chdir(ROOT)
+    cfg = load_config("configs/quickstart.yaml", [f"model.path={QWEN3B}", f"output_dir={tmp_path / 'r'}"])
+    with pytest.raises(Stop):
+        loop.train(cfg)
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "sees no CUDA device" in line] == [
+        f"mmrlvr: warning: device=auto and torch {torch.__version__} sees no CUDA device: training {QWEN3B} "
+        "(3.8 B parameters, 15.0 GB of float32 weights) on the CPU; set device=cuda to stop instead"]
