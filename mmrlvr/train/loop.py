@@ -90,7 +90,7 @@ def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
     start_trackers(accelerator, cfg, run_dir,
                    purge_step=(int(ckpt.name.split("_")[1]) + 1 if ckpt is not None else 0) if cfg.train.resume else None)
     log = MetricsWriter(run_dir, accelerator, enabled=is_main)
-    progress = Progress(cfg.train.steps, enabled=is_main)
+    progress = Progress(cfg.train.steps, enabled=is_main, log_every=cfg.train.log_every)
 
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
     bad_limit = max_bad_frac_setting(cfg.task)[0]  # rows bad at load or at decode, one limit
