@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
-from mmrlvr.models.model_dir import model_path_problem
+from mmrlvr.models.model_dir import hub_problem, model_path_problem
 from mmrlvr.config.arrol_checks import check_arrol
 from mmrlvr.config.bounds import check_bounds, check_device
 from mmrlvr.config.efficiency import dbb_switch
@@ -351,7 +351,16 @@ CHECKS.append(check_arrol)  # sample_efficiency.arrol (mmrlvr/config/arrol_check
 
 # what this machine must have for the run to start here (`mmrlvr plan` and the docs' checks judge
 # a config written for GPUs on any machine, so these are apart from CHECKS)
-MACHINE_CHECKS: list[Callable[[Config], Iterable[str]]] = [check_device]
+def _check_hub_model(cfg: Config) -> Iterable[str]:
+    """A hub name is cached here or downloadable now (offline: one line in seconds, not the loader's retries)."""
+    path = cfg.model.path
+    if isinstance(path, str) and "/" in path and model_path_problem(path) is None and not Path(path).expanduser().exists():
+        why = hub_problem(path)
+        if why:
+            yield _line("model.path", path, why)
+
+
+MACHINE_CHECKS: list[Callable[[Config], Iterable[str]]] = [check_device, _check_hub_model]
 
 
 def config_errors(cfg: Config, machine: bool = False) -> list[str]:
@@ -360,10 +369,12 @@ def config_errors(cfg: Config, machine: bool = False) -> list[str]:
     return [line for check in (CHECKS + MACHINE_CHECKS if machine else CHECKS) for line in check(cfg)]
 
 
-def validate_config(cfg: Config) -> Config:
+def validate_config(cfg: Config, loads_model_path: bool = True) -> Config:
     """Raise ConfigError listing every problem (one per line), this machine's included; return
-    `cfg` when there is none."""
-    errors = config_errors(cfg, machine=True)
+    `cfg` when there is none. `loads_model_path=False` (`mmrlvr eval`, which loads its
+    --checkpoint instead): whether this machine can get `model.path` is not asked."""
+    checks = CHECKS + [c for c in MACHINE_CHECKS if loads_model_path or c is not _check_hub_model]
+    errors = [line for check in checks for line in check(cfg)]
     if errors:
         raise ConfigError("\n".join(errors))
     return cfg

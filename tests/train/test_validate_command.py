@@ -105,7 +105,7 @@ def test_settings_and_data_problems_are_the_runs_own_lines(rows, tmp_path, capsy
     assert len(_errors(capsys)) == 1
 
 
-def test_a_plan_that_does_not_fit_its_stated_hardware_is_refused(rows, tmp_path, capsys):
+def test_a_plan_that_does_not_fit_its_stated_hardware_is_refused(rows, tmp_path, capsys, cached_qwen3b):
     """The 3B model (sized from its shipped config, nothing downloaded) on the header's one 8 GB
     GPU: its bf16 weights (7.5 GB) with float32 masters (15 GB) alone are more; one 80 GB GPU holds it."""
     path = _config(rows, tmp_path, header="# Hardware: one 8 GB GPU\n",
