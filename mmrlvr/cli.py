@@ -1,4 +1,4 @@
-"""`mmrlvr train|eval|verifiers|score|rollout-server ...`: the command line."""
+"""`mmrlvr train|validate|eval|plan|verifiers|score|rollout-server ...`: the command line."""
 
 from __future__ import annotations
 
@@ -61,12 +61,24 @@ def _cmd_config(args) -> int:
     return 0
 
 
-def _cmd_plan(args) -> int:
-    from mmrlvr.plan.command import run_plan
+def _cmd_validate(args) -> int:
+    from mmrlvr.train.preflight import preflight
 
-    print(run_plan(args.config, args.overrides, gpus=args.gpus, gpu_gb=args.gpu_memory, launcher=args.launcher,
-                   as_json=args.json, prompt_text=args.prompt_text_tokens))
+    for line in preflight(args.config, args.overrides):
+        if line.startswith("warning: "):
+            print(f"mmrlvr: {line}", file=sys.stderr)
+        else:
+            print(line)
     return 0
+
+
+def _cmd_plan(args) -> int:
+    from mmrlvr.plan.command import DOES_NOT_FIT, plan_report
+
+    text, fits = plan_report(args.config, args.overrides, gpus=args.gpus, gpu_gb=args.gpu_memory,
+                             launcher=args.launcher, as_json=args.json, prompt_text=args.prompt_text_tokens)
+    print(text)
+    return 0 if fits else DOES_NOT_FIT  # a script can tell "does not fit" from a refused config (2)
 
 
 def _cmd_merge(args) -> int:
@@ -173,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
                                  "./eval.json for tiny or a hub name); never inside a checkpoint")
     p.add_argument("--split", default="eval", choices=["eval", "train"])
     p.set_defaults(fn=_cmd_eval)
+    p = sub.add_parser("validate", help="check a run without loading its model: settings, device, data rows "
+                                         "and media, reward plug-ins on one sample, the memory plan",
+                       epilog="Exit status 0 when `mmrlvr train` with the same arguments would start; 2 with one "
+                              "`mmrlvr: error:` line naming what would stop it. The plan is checked against the "
+                              "config's '# Hardware:' header line when it has one.")
+    p.add_argument("config", help="YAML file, e.g. configs/quickstart.yaml")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, as for `mmrlvr train`")
+    p.set_defaults(fn=_cmd_validate)
     p = sub.add_parser("config", help="print every config key with its value and one-line doc")
     p.add_argument("--show", action="store_true", help="(the default action) print the keys")
     p.add_argument("config", nargs="?", help="a YAML file to resolve (default: the built-in defaults)")
@@ -182,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                                      "from the config and its model's config alone; whether it fits",
                        epilog="Hardware comes from the config's '# Hardware: one 80 GB GPU' header line unless "
                               "--gpus / --gpu-memory / --launcher say otherwise. Nothing is downloaded: hub models "
-                              "are sized from the configs shipped in mmrlvr/models/configs/.")
+                              "are sized from the configs shipped in mmrlvr/models/configs/. Exit status: 0 fits, "
+                              "3 does not fit, 2 the config is refused.")
     p.add_argument("config")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.micro_batch_tokens=16384")
     p.add_argument("--json", action="store_true",

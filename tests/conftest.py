@@ -66,3 +66,24 @@ def shared_data():
     if not path.is_dir():
         pytest.skip(f"no test data at {path}: needs {SHARED_DATA_HELP}")
     return path
+
+
+@pytest.fixture
+def cached_qwen3b(tmp_path, monkeypatch):
+    """Qwen/Qwen2.5-VL-3B-Instruct's config.json in a Hugging Face cache of the test's own (what a
+    download leaves: refs/main naming a snapshot), so a run's check that the model can be had
+    passes offline; the plan sizes it from the same shipped config. Weights are never read."""
+    import shutil
+    from pathlib import Path
+
+    import huggingface_hub.constants as constants
+
+    repo = tmp_path / "hub" / "models--Qwen--Qwen2.5-VL-3B-Instruct"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    snap = repo / "snapshots" / ("0" * 40)
+    snap.mkdir(parents=True)
+    shipped = Path(__file__).resolve().parents[1] / "mmrlvr" / "models" / "configs" / "Qwen2.5-VL-3B-Instruct.json"
+    shutil.copy(shipped, snap / "config.json")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    return "Qwen/Qwen2.5-VL-3B-Instruct"

@@ -9,7 +9,9 @@ is one line naming the key, what it would take and what this machine has:
 - the rows one `generate` call holds (prompts x group size, or `rollout.generate_max_rows`),
   whose KV cache and logits are estimated from the model's config against the memory of the
   device it will run on (the GPU's, else this machine's available memory);
-- sizes of generated tasks, which build every sample up front.
+- sizes of generated tasks, which build every sample up front;
+- `device=cuda` where torch sees no CUDA device (`check_device`, one of validation's
+  `MACHINE_CHECKS`: a config written for GPUs stays valid where it is only planned or read).
 
 The memory figure is an estimate (a lower bound: prompts counted at `PROMPT_TOKENS`), enough to
 refuse what cannot fit; `mmrlvr plan` gives the full per-phase picture on GPUs.
@@ -18,6 +20,7 @@ refuse what cannot fit; `mmrlvr plan` gives the full per-phase picture on GPUs.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -149,3 +152,33 @@ def _check_generated_size(cfg) -> Iterable[str]:
             yield _line(f"task.{key}", value, f"expected at most {MAX_GENERATED_SAMPLES:,}: task {cfg.task.name!r} "
                                               "generates every sample up front (RL uses train.steps x "
                                               f"rollout.prompts_per_step = {cfg.train.steps * cfg.rollout.prompts_per_step:,} prompts)")
+
+
+def cuda_problem() -> str | None:
+    """Why torch has no usable CUDA device here, in torch's own words; None when it has one.
+    `torch.cuda.init()` is called only after `is_available()` said no: it raises the reason."""
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        why = "this torch is a CPU-only build"
+    else:
+        try:
+            torch.cuda.init()
+            why = f"{torch.cuda.device_count()} devices"
+        except Exception as exc:  # noqa: BLE001 - the driver's own reason is the useful part
+            why = str(exc).split(". ")[0].strip().rstrip(".") or type(exc).__name__
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if hidden is not None:
+        why += f"; CUDA_VISIBLE_DEVICES={hidden!r}"
+    return f"torch {torch.__version__} sees no CUDA device (torch.cuda.is_available() is False: {why})"
+
+
+def check_device(cfg) -> Iterable[str]:
+    """`device=cuda` on a machine without a usable CUDA: one line before the model loads, not a
+    run that trains on the CPU under a config that says cuda."""
+    if cfg.device == "cuda":
+        why = cuda_problem()
+        if why:
+            yield f"device=cuda but {why}"

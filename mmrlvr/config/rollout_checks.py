@@ -27,6 +27,11 @@ def _check_server(cfg: Config) -> Iterable[str]:
     if r.async_steps == 1 and not isinstance(r.async_steps, bool) and r.engine != "vllm_server":
         yield _line("rollout.async_steps", 1, f"expected 0 with rollout.engine={r.engine} "
                     "(asynchronous rollouts need rollout.engine=vllm_server)")
+    if r.async_steps == 1 and not isinstance(r.async_steps, bool) and cfg.algo.rollout_correction == "none":
+        # one step off-policy, the sampler's log-probs are a step older than the learner's: unweighted,
+        # that lag is trained on as if it were on-policy
+        yield _line("algo.rollout_correction", "none", "expected a correction (e.g. token_tis, the default with a "
+                    "rollout server) with rollout.async_steps=1: asynchronous rollouts are one step off-policy")
     if r.engine != "vllm_server":
         return
     from mmrlvr.rollout.server_http import probe_problem, url_problem

@@ -15,9 +15,9 @@ from typing import Callable, Iterable
 
 from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
-from mmrlvr.models.model_dir import model_path_problem
+from mmrlvr.models.model_dir import hub_problem, model_path_problem
 from mmrlvr.config.arrol_checks import check_arrol
-from mmrlvr.config.bounds import check_bounds
+from mmrlvr.config.bounds import check_bounds, check_device
 from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.config.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
 from mmrlvr.config.rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
@@ -349,14 +349,32 @@ CHECKS: list[Callable[[Config], Iterable[str]]] = [
 CHECKS.append(check_arrol)  # sample_efficiency.arrol (mmrlvr/config/arrol_checks.py)
 
 
-def config_errors(cfg: Config) -> list[str]:
-    """Every problem of `cfg`, one line each (empty when the config is usable)."""
-    return [line for check in CHECKS for line in check(cfg)]
+# what this machine must have for the run to start here (`mmrlvr plan` and the docs' checks judge
+# a config written for GPUs on any machine, so these are apart from CHECKS)
+def _check_hub_model(cfg: Config) -> Iterable[str]:
+    """A hub name is cached here or downloadable now (offline: one line in seconds, not the loader's retries)."""
+    path = cfg.model.path
+    if isinstance(path, str) and "/" in path and model_path_problem(path) is None and not Path(path).expanduser().exists():
+        why = hub_problem(path)
+        if why:
+            yield _line("model.path", path, why)
 
 
-def validate_config(cfg: Config) -> Config:
-    """Raise ConfigError listing every problem (one per line); return `cfg` when there is none."""
-    errors = config_errors(cfg)
+MACHINE_CHECKS: list[Callable[[Config], Iterable[str]]] = [check_device, _check_hub_model]
+
+
+def config_errors(cfg: Config, machine: bool = False) -> list[str]:
+    """Every problem of `cfg`, one line each (empty when the config is usable); with `machine`,
+    also what this machine lacks to run it (`MACHINE_CHECKS`)."""
+    return [line for check in (CHECKS + MACHINE_CHECKS if machine else CHECKS) for line in check(cfg)]
+
+
+def validate_config(cfg: Config, loads_model_path: bool = True) -> Config:
+    """Raise ConfigError listing every problem (one per line), this machine's included; return
+    `cfg` when there is none. `loads_model_path=False` (`mmrlvr eval`, which loads its
+    --checkpoint instead): whether this machine can get `model.path` is not asked."""
+    checks = CHECKS + [c for c in MACHINE_CHECKS if loads_model_path or c is not _check_hub_model]
+    errors = [line for check in checks for line in check(cfg)]
     if errors:
         raise ConfigError("\n".join(errors))
     return cfg

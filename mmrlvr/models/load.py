@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from mmrlvr.config import ModelConfig
+from mmrlvr.config import ConfigError, ModelConfig
 from mmrlvr.models.adapters import adapter_for, vision_tower
 from mmrlvr.models.families import ensure_family, is_tiny, tiny_model_type
 from mmrlvr.models.tiny import TINY_NAME
@@ -109,10 +109,15 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME, master_weight
     path = resolve_model_path(cfg.path)
     dtype = _DTYPES[cfg.dtype]
     masters = master_weights and dtype != torch.float32 and cfg.lora_rank == 0
-    model = AutoModelForImageTextToText.from_pretrained(
-        path, dtype=torch.float32 if masters else dtype, attn_implementation=cfg.attn_implementation
-    )
-    processor = _load_processor(path, cfg, model.config.model_type)
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(
+            path, dtype=torch.float32 if masters else dtype, attn_implementation=cfg.attn_implementation
+        )
+        processor = _load_processor(path, cfg, model.config.model_type)
+    except OSError as exc:  # not cached and no network, a file gone: one line, not the hub client's traceback
+        if isinstance(exc, FileNotFoundError) or Path(str(path)).expanduser().exists():
+            raise
+        raise ConfigError(f"model {cfg.path!r} cannot be loaded ({(str(exc).splitlines() or [''])[0][:200]})") from None
     if cfg.freeze_vision:
         visual = vision_tower(model)
         if visual is not None:

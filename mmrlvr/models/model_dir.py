@@ -77,3 +77,35 @@ def model_dir_problem(local: Path) -> str | None:
     if not any((local / name).is_file() for name in tokenizer):
         return f"a model directory with a tokenizer (none of {', '.join(tokenizer)} in {local})"
     return None
+
+
+HUB_PROBE_TIMEOUT = 5.0  # seconds the hub may take to answer one HEAD request before it counts as unreachable
+
+
+def hub_problem(path: str) -> str | None:
+    """Why the hub name `path` cannot be had on this machine, else None: it is in the local
+    Hugging Face cache, or the hub answers for it. Read before anything loads, so a machine
+    without a network hears it in seconds, not after a minute of the loader's retries."""
+    import os
+
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if isinstance(try_to_load_from_cache(path, "config.json"), str):
+        return None
+    where = f"expected a model this machine can get: it is not in the local Hugging Face cache ({constants.HF_HUB_CACHE})"
+    offline = [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+               if os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")]
+    fix = "download it where there is a network, or point model.path at a local directory"
+    if offline or constants.HF_HUB_OFFLINE:
+        return f"{where} and {(offline or ['HF_HUB_OFFLINE'])[0]}=1 forbids a download; {fix}"
+    try:
+        get_hf_file_metadata(hf_hub_url(path, "config.json"), timeout=HUB_PROBE_TIMEOUT)
+    except GatedRepoError:
+        return f"{where} and the hub says it is gated (accept its terms on the hub, then `hf auth login`)"
+    except RepositoryNotFoundError:
+        return f"{where} and the hub has no such repository (or it is private)"
+    except Exception as exc:  # noqa: BLE001 - no network, DNS, proxy, time-out: all mean "cannot download"
+        why = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+        return f"{where} and the hub does not answer ({why}); {fix}"
+    return None

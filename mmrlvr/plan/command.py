@@ -41,10 +41,20 @@ def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | No
     return result, notes
 
 
+DOES_NOT_FIT = 3  # `mmrlvr plan`'s exit status when the config does not fit (2: the config itself is refused)
+
+
 def run_plan(path: str, overrides: list[str] | None = None, *, as_json: bool = False, **kw) -> str:
+    """The plan as text (or JSON)."""
+    return plan_report(path, overrides, as_json=as_json, **kw)[0]
+
+
+def plan_report(path: str, overrides: list[str] | None = None, *, as_json: bool = False,
+                **kw) -> tuple[str, bool]:
+    """(the plan as text or JSON, whether it fits): the command prints the one and exits on the other."""
     from mmrlvr.plan.memory import format_plan
 
     result, notes = plan_config(path, overrides, **kw)
     if as_json:
-        return json.dumps({**result, "notes": notes}, indent=1)
-    return format_plan(result, notes)
+        return json.dumps({**result, "notes": notes}, indent=1), bool(result["fits"])
+    return format_plan(result, notes), bool(result["fits"])

@@ -26,7 +26,7 @@ from mmrlvr.tasks import load_task
 
 def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1) -> dict:
     """Evaluate `checkpoint` on the task's split; the report's fields are listed in docs/how-to/evaluation.md."""
-    validate_config(cfg)
+    validate_config(cfg, loads_model_path=False)  # the checkpoint is loaded, not model.path
     for note in config_warnings(cfg):  # valid, but deprecated or not doing what it looks like
         print(f"mmrlvr: warning: {note}", file=sys.stderr)
     checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading

@@ -16,7 +16,7 @@ import torch
 
 from mmrlvr.algos.advantages import EstimatorContext, pad_groups
 from mmrlvr.algos.presets import resolve_config
-from mmrlvr.config import Config, ConfigError, save_config
+from mmrlvr.config import Config, save_config
 from mmrlvr.data.bad_rows import BadRows, max_bad_frac_setting
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.prompts import prompt_text
@@ -30,14 +30,14 @@ from mmrlvr.train.distributed import (all_reduce, barrier, freeze_unreachable, g
                                       reduce_metrics, remember_dummy_media, shard)
 from mmrlvr.train.evaluate import eval_metrics, eval_terms, said
 from mmrlvr.train.metrics import MetricsWriter
-from mmrlvr.train.precision import MasterWeights, compute_dtype, engine_masters, training_problem
+from mmrlvr.train.precision import MasterWeights, compute_dtype, engine_masters
 from mmrlvr.train.progress import Progress
-from mmrlvr.train.run_dir import RunDirError, claim_run_dir, release_lock
-from mmrlvr.train.run_dir_paths import clear_run_dir, run_dir_problem
+from mmrlvr.train.run_dir import claim_run_dir, release_lock
+from mmrlvr.train.run_dir_paths import clear_run_dir
 from mmrlvr.train.schedule import make_scheduler
 from mmrlvr.train.setup import (
     prepare_policy, reference_policy, set_threads_and_seed, sharded_launch, start_trackers,
-    task_args, token_weighting_for_launch,
+    token_weighting_for_launch,
 )
 from mmrlvr.train.signals import black_fill
 from mmrlvr.train.learner import Learner
@@ -46,25 +46,19 @@ from mmrlvr.train.run import Run
 from mmrlvr.train.run_state import RunState
 from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.token_roles import TokenWeigher, write_token_roles
-from mmrlvr.config.validate import check_sample_verifiers, validate_config
+from mmrlvr.train.preflight import check_settings, cpu_fallback_note, load_splits
 from mmrlvr.config.efficiency import uses_dbb
 from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
-from mmrlvr.tasks import load_task
 
 
 def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
-    validate_config(cfg)  # every bad setting named before anything heavy runs
-    unsafe = run_dir_problem(cfg)  # a model inside the run's own files, someone else's files: before any is removed
-    if unsafe:
-        raise RunDirError(unsafe)
-    why = training_problem(cfg.model.dtype)  # (evaluation takes any dtype)
-    if why:
-        raise ConfigError(why)
+    check_settings(cfg)  # every bad setting, a missing device, a run dir it may not clear: before anything heavy
     # the notes read the config as written (resolving makes DBB's two switches agree, and hides a conflict)
-    run = open_run(resolve_config(cfg), notes=config_warnings(cfg))  # the one config read from here on
+    notes = [*config_warnings(cfg), *filter(None, [cpu_fallback_note(cfg)])]
+    run = open_run(resolve_config(cfg), notes=notes)  # the one config read from here on
     try:
         for step in range(run.state.step + 1, run.cfg.train.steps + 1):
             metrics = rl_step(run, step)
@@ -97,15 +91,11 @@ def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
     start_trackers(accelerator, cfg, run_dir,
                    purge_step=(int(ckpt.name.split("_")[1]) + 1 if ckpt is not None else 0) if cfg.train.resume else None)
     log = MetricsWriter(run_dir, accelerator, enabled=is_main)
-    progress = Progress(cfg.train.steps, enabled=is_main)
+    progress = Progress(cfg.train.steps, enabled=is_main, log_every=cfg.train.log_every)
 
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
-    args = task_args(cfg)  # one held-out size for both splits
     bad_limit = max_bad_frac_setting(cfg.task)[0]  # rows bad at load or at decode, one limit
-    train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **args)
-    eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **args)
-    plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config may name code to run
-    check_sample_verifiers([*train_set, *eval_set], plugins)
+    train_set, eval_set, plugins = load_splits(cfg)  # only the config may name code to run
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     masters = _placed(cfg, accelerator, model, processor, progress)

@@ -83,7 +83,7 @@ def test_every_shipped_gpu_config_fits_its_stated_hardware(path, capsys):
 
 def test_json_contract_and_overrides(capsys):
     path = str(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml")
-    assert main(["plan", path, "--json", "--gpu-memory", "40"]) == 0
+    assert main(["plan", path, "--json", "--gpu-memory", "40"]) == 3  # 3: does not fit (the JSON says so too)
     out = json.loads(capsys.readouterr().out)
     assert isinstance(out["per_gpu_gb"], float) and isinstance(out["fits"], bool)
     assert set(out["phases"]) == {"rollout", "update", "reference", "evaluation"}
@@ -92,7 +92,7 @@ def test_json_contract_and_overrides(capsys):
     update = out["phases"]["update"]  # what checkpointing buys at the same budget: every layer's set kept
     assert update["activations_without_checkpointing_gb"] > 5 * update["parts_gb"]["activations"]
     # without the budget the update is planned at 512 rows: far over, and the plan says which setting fixes it
-    assert main(["plan", path, "train.micro_batch_tokens=null", "rollout.generate_max_rows=null", "--json"]) == 0
+    assert main(["plan", path, "train.micro_batch_tokens=null", "rollout.generate_max_rows=null", "--json"]) == 3
     big = json.loads(capsys.readouterr().out)
     assert big["phases"]["update"]["gb"] > 200 and not big["fits"]
     assert any(s.startswith("train.micro_batch_tokens=") for s in big["suggestions"])
@@ -141,7 +141,7 @@ def test_processor_bound_and_vllm_share(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["visual_tokens"] == 50176 // (28 * 28) == 64 and out["prompt_tokens"] == 64 + 256
     path = str(ROOT / "configs" / "chart_qwen2_5_vl_3b.yaml")
-    assert main(["plan", path, "rollout.engine=vllm", "rollout.vllm_gpu_memory_utilization=0.5", "--json"]) == 0
+    assert main(["plan", path, "rollout.engine=vllm", "rollout.vllm_gpu_memory_utilization=0.5", "--json"]) == 3
     out = json.loads(capsys.readouterr().out)
     assert out["phases"]["rollout"]["parts_gb"]["vllm"] == 40.0 and "vllm" not in out["phases"]["update"]["parts_gb"]
     assert not out["fits"] and any(s.startswith("rollout.vllm_gpu_memory_utilization=0.") for s in out["suggestions"])
@@ -162,3 +162,23 @@ def test_bf16_micro_batches_plan_the_backwards_gradients_beside_the_masters_sum(
     assert "micro_batch_gradients" not in plan(whole, qwen3b, Hardware(1, 80, "one"))["phases"]["update"]["parts_gb"]
     fp32 = load_config(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml", ["model.dtype=float32"])
     assert "micro_batch_gradients" not in plan(fp32, qwen3b, Hardware(1, 80, "one"))["phases"]["update"]["parts_gb"]
+
+
+def test_exit_status_says_whether_it_fits(tmp_path):
+    """0 when the plan fits, 3 when it does not (text or JSON alike), 2 when the config is refused:
+    a script tells the three apart without parsing the output."""
+    import os
+    import subprocess
+    import sys
+
+    path = str(ROOT / "configs" / "geometry_qwen2_5_vl_3b.yaml")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def status(*argv: str) -> int:
+        return subprocess.run([sys.executable, "-m", "mmrlvr.cli", "plan", path, *argv], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300).returncode
+
+    assert status() == 0  # its header's one 80 GB GPU
+    assert status("--gpu-memory", "40") == 3
+    assert status("--gpu-memory", "40", "--json") == 3
+    assert status("train.lr=-1") == 2

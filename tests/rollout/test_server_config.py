@@ -105,3 +105,18 @@ def test_rollout_correction_defaults_to_token_tis_with_the_server():
     for engine, want in (("hf", "none"), ("vllm", "token_tis"), ("vllm_server", "token_tis")):
         cfg = resolve_config(Config(rollout=RolloutConfig(engine=engine, server_url="http://127.0.0.1:1")))
         assert cfg.algo.rollout_correction == want, engine
+
+
+def test_async_rollouts_without_a_correction_are_refused():
+    """One step off-policy with the lag left unweighted would train as if on-policy: refused; the
+    server's default (token_tis) and any explicit correction pass."""
+    cfg = Config(rollout=RolloutConfig(engine="vllm_server", server_url="http://127.0.0.1:1", async_steps=1))
+    cfg.algo.rollout_correction = "none"
+    lines = [e for e in config_errors(cfg) if e.startswith("algo.")]
+    assert lines == ["algo.rollout_correction='none': expected a correction (e.g. token_tis, the default with a "
+                     "rollout server) with rollout.async_steps=1: asynchronous rollouts are one step off-policy"]
+    for mode in (None, "token_tis", "seq_mis"):
+        cfg.algo.rollout_correction = mode
+        assert [e for e in config_errors(cfg) if e.startswith("algo.")] == []
+    cfg.algo.rollout_correction, cfg.rollout.async_steps = "none", 0
+    assert [e for e in config_errors(cfg) if e.startswith("algo.")] == []
