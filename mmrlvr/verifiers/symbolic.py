@@ -200,6 +200,7 @@ def _parse(text: str) -> list:
         # math-verify's own extraction ("the final answer is 34" in prose wins over a $n$ before
         # it), but only when a formula the writer delimited can be read: when none can
         # ("$ \n 9 \n $"), a number of the prose around it is not taken for the answer
+        # (the second parse finds the LaTeX it shares with the first in math-verify's parse cache)
         if not parse(text, [LatexExtractionConfig()], parsing_timeout=_timeout()):
             return []
         return parse(text, parsing_timeout=_timeout())
@@ -244,6 +245,7 @@ WARMUP = [
     "[ab, ab, ab, ab]", "(abc, 0), (1, abc)", "[1e9, 0, 1, 1]", "-1e9 -1e9", "[1.5e9, 1.5e9, 1.5e9]", "5 to 5",
     "1/0 1/0", "[1, 2, x, 4]", "(1,2),(3,4),(5,", "1 2 3", "x y", "\\sqrt{x", "-5 - 5",
     "f(x)", "A", "AB", "x_1", "\\overline{AB}", "\\angle ABC", "1 : 2", "50\\%", "\\$5", "12 to 15", "1 and 2",
+    "so $x = 2$ here", "\\boxed{3}", "1 \\text{ and } 2", "x = 1, y = 2",
 ]
 
 
