@@ -73,3 +73,35 @@ def test_thousands_separators_and_a_full_stop_read_as_the_number(n, sep, stop):
     written = f"{n:,}".replace(",", sep) + ("." if stop else "")
     assert ours(written, str(n)) == 1.0
     assert ours(written, str(n + 1)) == 0.0
+
+
+
+def _thousands(p: int, q: int) -> tuple[str, str]:
+    n = abs(p) * 1000 + q
+    return f"{n // 1000},\\! {n % 1000:03d}", str(n)
+
+
+# (answer as a model writes it, reference) from two integers p, q (q > 0)
+FORMS = [
+    lambda p, q: (f"\\frac{{{p}}}{{{q}}}", f"\\frac{{{p}}}{{{q}}}"),
+    lambda p, q: (f"{p}/{q}", f"\\frac{{{p}}}{{{q}}}"),
+    lambda p, q: (f"\\dfrac{{{p}}}{{{q}}}.", f"\\frac{{{p}}}{{{q}}}"),
+    lambda p, q: (f"x = \\frac{{{p}}}{{{q}}}", f"\\frac{{{p}}}{{{q}}}"),
+    lambda p, q: (f"{p}/{q} \\text{{ cm}}", f"\\frac{{{p}}}{{{q}}}"),
+    lambda p, q: (f"So $x = \\frac{{{p}}}{{{q}}}$.", f"\\frac{{{p}}}{{{q}}}"),
+    lambda p, q: (f"{p}, \\text{{ and }} {q}", f"{p}, {q}"),
+    lambda p, q: (f"{q} \\text{{ or }} {p}", f"{p}, {q}"),
+    lambda p, q: (f"y = {p}x + {q}", f"{p}x - y + {q} = 0"),
+    _thousands,
+]
+
+
+@settings(max_examples=120, deadline=None)
+@given(p=st.integers(-99, 99), q=st.integers(1, 99), form=st.sampled_from(FORMS))
+def test_never_worse_than_math_verify_alone(p, q, form):
+    """Whatever math-verify alone accepts, `math` accepts, and `math` pays nothing for a wrong value
+    (the reference written the plain way, the answer in a form a model writes)."""
+    answer, ref = form(p, q)
+    if alone(answer, ref):
+        assert ours(answer, ref) == 1.0
+    assert ours(answer, "1000001") == 0.0
