@@ -29,7 +29,10 @@ GATE_FAILURE_PENALTY = -0.2
 REWARD_TYPES = ("transfer_weighted_non_deg", "transfer_weighted_variance", "non_deg", "variance")
 """HiLL's hinter reward types (HT:93-97); the paper's run uses the first (`run_hill.sh:43`)."""
 _HINT = re.compile(r"<hint>\s*(.*?)\s*</hint>", re.IGNORECASE | re.DOTALL)
-_SHORT_LEAKS = ("= {}", "equals {}", "is {}", "answer is {}", "answer: {}", "result is {}", "value is {}", "equal to {}")
+# HiLL's revealing phrases for a gold of <= 2 characters ("= {g}", "equals {g}", "is {g}", "answer is {g}",
+# "answer: {g}", "result is {g}", "value is {g}", "equal to {g}"), here as whole words: "this 3" is not
+# "is 3", and "is 3" does not reveal "3" in "is 3.5" or "is 30"
+_SHORT_LEAK = r"(?:=|(?<!\w)(?i:equals|is|answer is|answer:|result is|value is|equal to)) {}(?!\w|[.,]\d)"
 
 
 def parse_hint(text: str) -> str | None:
@@ -42,15 +45,19 @@ def parse_hint(text: str) -> str | None:
 
 def leaks_answer(hint: str, gold: str) -> bool:
     """HiLL's leak gate (HU:80-132): `\\boxed{gold}` anywhere; for a gold of <= 2 characters only
-    revealing phrases ("= g", "is g", ... case-insensitive), else gold as a substring (either case)."""
+    revealing phrases ("= g", "is g", ...), else gold as a substring (either case).
+
+    Where this departs from HU: a short gold is matched as a whole word after a whole-word phrase,
+    and a letter in it with its case (the phrase in any case). HU matches substrings of the lowered
+    text, so for the option "A" every "is a right triangle" leaked (0.5-2.4 % of prose lines per
+    letter were flagged, and a flagged caption or hint is not rewarded)."""
     g, text = (gold or "").strip(), hint.strip()
     if not g:
         return False
     if f"\\boxed{{{g}}}" in text:
         return True
     if len(g) <= 2:
-        low = text.lower()
-        return any(p.format(g).lower() in low for p in _SHORT_LEAKS)
+        return re.search(_SHORT_LEAK.format(re.escape(g)), text) is not None
     return g in text or g.lower() in text.lower()
 
 

@@ -7,8 +7,8 @@ import re
 
 from mmrlvr.types import Verdict
 from mmrlvr.verifiers.base import BadReference, finite_reference, register_verifier
-from mmrlvr.verifiers.extract import final_answer
-from mmrlvr.verifiers.symbolic import math_equal, parse_reference, warm_parser
+from mmrlvr.verifiers.extract import final_answer, final_boxes
+from mmrlvr.verifiers.symbolic import math_equal, parse_reference, several_parts, warm_parser
 
 _INT = re.compile(r"^[+-]?\d{1,18}$")
 # an optional think block, then one answer block, and nothing else
@@ -58,13 +58,19 @@ def count(completion: str, sample) -> Verdict:
 def math_answer(completion: str, sample) -> Verdict:
     """1 when the final answer equals the reference expression (1/2 = 0.5 = \\frac{1}{2}).
 
-    Towers, huge exponents and deep nesting score 0 before sympy sees them (see `symbolic`).
+    Towers, huge exponents and deep nesting score 0 before sympy sees them (see `symbolic`). A
+    reference of several parts ("1, 2", "x = 1 \\text{ and } x = 2") needs the same set of parts,
+    in any order; its parts may come in several boxes. With a one-part reference several different
+    boxes are a hedge and score 0.
     """
     ref = sample.reference
     if isinstance(ref, float) and not math.isfinite(ref) or str(ref).strip().lower() == "nan":
         raise BadReference(f"math reference {ref!r} is not a number")
-    parse_reference(str(ref))  # a bad reference is named whatever the completion
+    gold = parse_reference(str(ref))  # a bad reference is named whatever the completion
     ans, failed = final_answer(completion)
+    if failed and failed.reason.startswith("hedged") and several_parts(gold):
+        boxes = final_boxes(completion)
+        ans, failed = (", ".join(b.strip() for b in boxes), None) if boxes else (ans, failed)
     if failed:
         return failed
     ok, why = math_equal(ans, str(sample.reference))

@@ -92,6 +92,19 @@ def extract_answer(text: str) -> str | None:
     return _answer_phrase(text[-ANSWER_IS_CHARS:])
 
 
+def final_boxes(text: str) -> list[str]:
+    """Every `\\boxed{...}` of the final answer: those of the one answer tag when there is one
+    (none when tags disagree), else those of the whole text. For a reference with several parts,
+    where several boxes are one answer set rather than a hedge."""
+    text = text[-MAX_CHARS:]
+    tags = tag_contents(text)
+    if tags:
+        if len({_norm(t) for t in tags if _norm(t)}) > 1:
+            return []
+        return boxed_contents(tags[-1])
+    return boxed_contents(text)
+
+
 def final_answer(completion: str, fallback_to_text: bool = False, parts: dict | None = None):
     """(answer, None), or (None, a zero Verdict saying why) when there is no single final answer.
 

@@ -23,17 +23,22 @@ MAX_MATH_CHARS = 1000  # longer "answers" are not answers
 MAX_DEPTH = 12  # brackets nested deeper than this are not an answer (a 60-deep \frac is)
 MAX_EXPONENT = 1000  # larger integer exponents or factorials are refused: sympy would evaluate them
 MAX_DIGITS = 40  # longer digit runs are not answers; sympy multiplies them out at full precision
-MAX_ITEMS = 20  # commas: a tuple or list answer longer than this is not an answer
 MAX_OPERATORS = 60  # x+x+...+x (300 terms) takes the LaTeX parser seconds
 MAX_NODES = 2000  # parsed expressions larger than this are refused before verify
 TIMEOUT_S = 2  # math-verify's own time-outs, seconds (an integer): parse + verify stay under the pool's 5 s
 
-_UNIT = re.compile(
-    r"(?:\^ {0,3}\{?\\circ\}?|°|\\degree| {0,3}(?:degrees?|deg|cm\^?2?|mm\^?2?|km|m\^?2?|m|units?|sq\.? {0,3}units?)\.?) {0,3}$",
-    re.I,
-)
-_LHS = re.compile(r"^\s{0,8}[a-zA-Z](?:_\{?\w{1,20}\}?)?\s{0,8}=\s{0,8}(?=[^=])")
-_LATEX_WRAP = re.compile(r"^\s{0,8}\${1,2}|\${1,2}\s{0,8}$|^\\\(|\\\)$|^\\\[|\\\]$")
+# a squared or cubed unit at the end: math-verify reads "5 m^2" as 5*m**2 (plain units, degrees,
+# "\text{cm}^2" it drops itself)
+_AREA_UNIT = re.compile(r"\s{0,3}(?:cm|mm|km|m|units?)\s{0,3}\^\s{0,3}\{?[23]\}?\.?\s{0,3}$")
+# one formula in one pair of delimiters, nothing outside: "$x$", "$$x$$", "\(x\)", "\[x\]"
+_ONE_FORMULA = re.compile(r"\s{0,8}(?:\$\$([^$]*)\$\$|\$([^$]*)\$|\\\((.*)\\\)|\\\[(.*)\\\])\s{0,8}", re.S)
+# a formula closed in its delimiters, or a box ("\$5" is a dollar sign, not a delimiter); used on
+# texts of at most MAX_MATH_CHARS, so the lazy scans stay cheap
+_DELIMITED = re.compile(r"(?<!\\)\$[^$]{0,1000}?(?<!\\)\$|\\\(.{0,1000}?\\\)|\\\[.{0,1000}?\\\]|\\boxed", re.S)
+_STRAY_DOLLAR = re.compile(r"^\s{0,8}(?<!\\)\${1,2}|(?<!\\)\${1,2}\s{0,8}$")
+# a thousands separator written as a thin space between digit groups: "32\,349", "1\,000\,000"
+_THIN_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:\\,\d{3})+)(?!\d|\.\d)")
+_TRAILING_STOP = re.compile(r"(?<!\.)\.\s{0,8}$")
 _BRACKET = re.compile(r"[{}()\[\]]")
 _POWER = re.compile(r"\^|\*\*")
 _INT = re.compile(r"\d+")
@@ -47,14 +52,29 @@ _ALL_INT = re.compile(r"[\d{}()\s^*]{1,200}")
 
 
 def clean_math(ans: str) -> str:
+    """What math-verify is given: the answer as written, with only the rewrites math-verify alone
+    gets wrong (each has its case in tests/verifiers/test_math_normalisation.py).
+
+    A delimited text that is not one formula ("so $x = 2$.", "\\[\\boxed{3}\\]") is left to
+    math-verify's own extraction (see `delimited`); the rewrites below touch a bare formula only.
+    """
     # "\f" read by a JSON parser is a form feed: "\frac" arrives as "\x0crac" (seen in MATH-V)
-    ans = _LATEX_WRAP.sub("", ans.replace("\x0c", "\\f").strip())
-    ans = ans.replace("\\text{", "\\mathrm{").replace("\\!", "").replace("\\,", "").strip()
-    ans = re.sub(r"\\mathrm\{ {0,3}(?:cm|m|mm|km|units?|degrees?) {0,3}\}", "", ans)
-    ans = _LHS.sub("", ans)
-    for _ in range(2):
-        ans = _UNIT.sub("", ans).strip()
-    return ans
+    ans = ans.replace("\x0c", "\\f").strip()
+    if len(ans) > MAX_MATH_CHARS:
+        return ans  # refused as it is (refuse_math); no scan of a long text
+    ans = _THIN_THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace("\\,", ""), ans)  # 32\,349 reads 32+349
+    one = _ONE_FORMULA.fullmatch(ans)
+    inner = next(g for g in one.groups() if g is not None).strip() if one is not None else ans
+    if delimited(inner):
+        return ans  # prose with formulas, several formulas, boxes: math-verify's extraction reads it
+    ans = _STRAY_DOLLAR.sub("", inner)  # "$1,000.99", "0.3333$": a dollar sign, or a half-written formula
+    ans = _AREA_UNIT.sub("", ans)
+    return _TRAILING_STOP.sub("", ans).strip()  # "\frac{2}{3}." does not parse
+
+
+def delimited(text: str) -> bool:
+    """True when `text` has its own math delimiters or boxes: math-verify extracts from it as is."""
+    return _DELIMITED.search(text) is not None
 
 
 def _group_end(text: str, start: int) -> int:
@@ -130,8 +150,6 @@ def refuse_math(text: str) -> str | None:
         return "a number out of range (exponent over 999)"
     if len(_OPERATOR.findall(text)) > MAX_OPERATORS:
         return f"more than {MAX_OPERATORS} operators"
-    if text.count(",") > MAX_ITEMS:
-        return f"more than {MAX_ITEMS} commas"
     for m in _FACTORIAL.finditer(text):
         arg = m.group(1)
         if (arg.isdigit() and (len(arg) > 4 or int(arg) > MAX_EXPONENT)) or (not arg.isdigit() and _POWER.search(text[: m.end()])):
@@ -173,11 +191,19 @@ def _timeout() -> int | None:
 
 def _parse(text: str) -> list:
     import math_verify.parser
-    from math_verify import parse
+    from math_verify import LatexExtractionConfig, parse
 
     math_verify.parser.TIMEOUT_WARNING_SHOWN = True  # no warning off the main thread: we know
     with _keep_outer_timer():
-        return parse(f"${text}$", parsing_timeout=_timeout())
+        if not delimited(text):
+            return parse(f"${text}$", parsing_timeout=_timeout())
+        # math-verify's own extraction ("the final answer is 34" in prose wins over a $n$ before
+        # it), but only when a formula the writer delimited can be read: when none can
+        # ("$ \n 9 \n $"), a number of the prose around it is not taken for the answer
+        # (the second parse finds the LaTeX it shares with the first in math-verify's parse cache)
+        if not parse(text, [LatexExtractionConfig()], parsing_timeout=_timeout()):
+            return []
+        return parse(text, parsing_timeout=_timeout())
 
 
 @lru_cache(maxsize=4096)
@@ -198,6 +224,15 @@ def parse_reference(ref: str) -> tuple:
     return tuple(gold)
 
 
+def several_parts(gold: tuple) -> bool:
+    """True when a parsed reference is a set of several answers ("1, 2", "x = 1 \\text{ or } x = 2",
+    "(2, 2), (6, 2)"): math-verify reads lists, "and" and "or" between values as a set, and a
+    set equals only a set with the same elements, so a subset never scores."""
+    import sympy
+
+    return bool(gold) and isinstance(gold[0], sympy.FiniteSet) and len(gold[0]) > 1
+
+
 # Shapes the LaTeX parser meets in answers. Its ANTLR prediction cache starts empty and the first
 # parse of each new shape explores the grammar (100-300 ms for "[a, b, c, d]" or "(1, x), (y, 2)");
 # parsing these once at worker start fills the cache, so scoring an answer costs milliseconds.
@@ -210,6 +245,7 @@ WARMUP = [
     "[ab, ab, ab, ab]", "(abc, 0), (1, abc)", "[1e9, 0, 1, 1]", "-1e9 -1e9", "[1.5e9, 1.5e9, 1.5e9]", "5 to 5",
     "1/0 1/0", "[1, 2, x, 4]", "(1,2),(3,4),(5,", "1 2 3", "x y", "\\sqrt{x", "-5 - 5",
     "f(x)", "A", "AB", "x_1", "\\overline{AB}", "\\angle ABC", "1 : 2", "50\\%", "\\$5", "12 to 15", "1 and 2",
+    "so $x = 2$ here", "\\boxed{3}", "1 \\text{ and } 2", "x = 1, y = 2",
 ]
 
 

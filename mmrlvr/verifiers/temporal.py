@@ -54,9 +54,27 @@ _S = r"\s{0,8}"
 _SEGMENT = re.compile(rf"({_NUM}){_S}(?:s|sec|seconds)?{_S}(?:,|-|–|to|until){_S}({_NUM})", re.I)
 
 
+# {"start_time": 2.5, "end_time": "7.0"}: the format Temporal-R1 and similar datasets prompt for
+_JSON_TIME = re.compile(rf'"(start_time|end_time)"{_S}:{_S}"?{_S}({_NUM}){_S}"?')
+
+
+def _json_segment(text: str) -> tuple[float, float] | None:
+    """(start, end) of one `"start_time"` and one `"end_time"` (numbers or numeric strings)."""
+    found = _JSON_TIME.findall(text)
+    if sorted(k for k, _ in found) != ["end_time", "start_time"]:
+        return None
+    times = dict(found)
+    return float(times["start_time"]), float(times["end_time"])
+
+
 def parse_segment(text: str) -> tuple[float, float] | None:
-    """[start, end] in seconds from "[2.5, 7.0]", "from 2.5 to 7.0 seconds", "2.5 - 7.0"."""
-    found = _SEGMENT.findall(text[-2000:])
+    """[start, end] in seconds from "[2.5, 7.0]", "from 2.5 to 7.0 seconds", "2.5 - 7.0", "2.5s - 7s",
+    "2.5, 7.0" or `{"start_time": "2.5", "end_time": "7.0"}`; None for anything else."""
+    text = text[-2000:]
+    if '"start_time"' in text or '"end_time"' in text:
+        seg = _json_segment(text)
+        return seg if seg is not None and math.isfinite(seg[0]) and math.isfinite(seg[1]) else None
+    found = _SEGMENT.findall(text)
     if len(found) != 1:
         return None
     start, end = float(found[0][0]), float(found[0][1])
@@ -65,7 +83,7 @@ def parse_segment(text: str) -> tuple[float, float] | None:
 
 @register_verifier("tiou", "temporal IoU of a [start, end] segment in seconds", headline="mean_tiou")
 def tiou(completion: str, sample) -> Verdict:
-    """Score = temporal IoU; an end before its start scores 0."""
+    """Score = temporal IoU; an end before its start scores 0. Formats: see `parse_segment`."""
     ref = finite_reference(sample.reference if isinstance(sample.reference, (list, tuple)) else [sample.reference], 2, "tiou reference")
     if ref[1] <= ref[0]:
         raise BadReference(f"tiou reference {ref} ends before it starts")

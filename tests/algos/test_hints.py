@@ -84,6 +84,14 @@ def test_best_hint_first_argmax_and_only_when_it_beats_the_original():
     ("think of France", "Paris", False),
     ("anything", "", False),
     ("anything", "   ", False),
+    # short golds as whole words, an option letter with its case (HU flagged these substrings)
+    ("The triangle is a right triangle.", "A", False),
+    ("The answer is A.", "A", True),
+    ("so the answer: B", "B", True),
+    ("Angle C is obtuse and this D is a label", "D", False),  # "this D" is not "is D"
+    ("the side is 30 cm", "3", False),
+    ("x = 3.5", "3", False),
+    ("x = 3, y = 4", "3", True),
 ])
 def test_leak_gate(hint, gold, leak):
     assert leaks_answer(hint, gold) is leak

@@ -149,3 +149,34 @@ def test_bad_score_flags_are_one_line(tmp_path, capsys):
     for flag in (["--timeout", "-1"], ["--timeout", "nan"], ["--workers", "-2"]):
         assert main(["score", str(src), "-o", str(tmp_path / "o.jsonl"), "-q", *flag]) == 2
         assert capsys.readouterr().err.startswith(f"mmrlvr: error: {flag[0]}=")
+
+
+def test_long_tuples_and_lists_parse_and_score():
+    """A 24-tuple and six 4-tuples are answers (a cap of 20 commas refused them): the guards bound
+    what parsing costs (length, nesting, powers, time), not how many items an answer has."""
+    math = resolve_verifier("math")
+    tup = "(" + ", ".join(str(i) for i in range(24)) + ")"
+    assert safe_verify(math, f"<answer>{tup}</answer>", Sample("m", (), tup.replace(" ", ""), "math")).score == 1.0
+    quads = [f"({i}, {i + 1}, {i + 2}, {i + 3})" for i in range(6)]
+    ref = ", ".join(reversed(quads))
+    assert safe_verify(math, f"\\boxed{{{', '.join(quads)}}}", Sample("m", (), ref, "math")).score == 1.0
+
+
+def test_the_costliest_list_within_the_length_bound_ends_in_bounded_time(monkeypatch):
+    """About 140 symbolic pairs fill the 1,000 characters and take the LaTeX parser about 2.5 s here:
+    math-verify's time-out ends the parse (a verifier failure, not a wrong answer; 1 s in this test);
+    10 MB of list is refused at once."""
+    import time
+
+    from mmrlvr.verifiers import symbolic
+
+    monkeypatch.setattr(symbolic, "TIMEOUT_S", 1)
+    math = resolve_verifier("math")
+    math.warmup()  # imports and parser caches are not the answer's cost
+    pairs = ",".join(f"(a_{{{i}}},b)" for i in range(200))[: symbolic.MAX_MATH_CHARS - 2].rsplit(",", 1)[0]
+    t0 = time.monotonic()
+    v = safe_verify(math, f"<answer>{pairs}</answer>", Sample("m", (), "1", "math"))
+    assert v.score == 0.0 and time.monotonic() - t0 < 1.8, v
+    t0 = time.monotonic()
+    v = safe_verify(math, "<answer>" + "1," * 5_000_000 + "1</answer>", Sample("m", (), "1", "math"))
+    assert v.score == 0.0 and time.monotonic() - t0 < 1
