@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import re
 from pathlib import Path
 
 import torch
@@ -62,7 +64,10 @@ def load_checkpoint(path: str, model_cfg: ModelConfig | None = None):
         raise FileNotFoundError(f"{adapter}: base model {base!r}: no such directory") from None
     model, _ = load_policy(dataclasses.replace(cfg, path=base))
     processor = _load_processor(path, cfg, model.config.model_type)  # an adapter directory has no model config
-    return PeftModel.from_pretrained(model, path).merge_and_unload(), processor
+    try:
+        return PeftModel.from_pretrained(model, path).merge_and_unload(), processor
+    except pickle.UnpicklingError as exc:  # an adapter_model.bin holding code: peft reads it weights-only
+        raise ConfigError(refused_pickle(str(path), exc)) from None
 
 
 def merge_checkpoint(path: str, out: str | Path) -> Path:
@@ -89,6 +94,15 @@ def _load_processor(path: str, cfg: ModelConfig, model_type: str):
     processor.model_type = model_type  # picks the family's adapter (mmrlvr.models.adapters)
     _set_video_limits(processor, cfg)
     return processor
+
+
+def refused_pickle(where: str, exc: Exception) -> str:
+    """One line for a weights file that holds code (torch's weights-only loader refused it): what it
+    tried to call, never the loader's 40-line traceback. Nothing of it ran."""
+    found = re.search(r"GLOBAL ([\w.]+)", str(exc))
+    what = found.group(1) if found else (str(exc).splitlines() or [""])[0][:120]
+    return (f"model {where!r}: refused to load its pickled weights (*.bin): they hold code, not only tensors "
+            f"({what}); weights are read with weights_only=True, so it never ran")
 
 
 def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME, master_weights: bool = False):
@@ -118,6 +132,8 @@ def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME, master_weight
         if isinstance(exc, FileNotFoundError) or Path(str(path)).expanduser().exists():
             raise
         raise ConfigError(f"model {cfg.path!r} cannot be loaded ({(str(exc).splitlines() or [''])[0][:200]})") from None
+    except pickle.UnpicklingError as exc:  # transformers reads .bin weights with weights_only=True
+        raise ConfigError(refused_pickle(cfg.path, exc)) from None
     if cfg.freeze_vision:
         visual = vision_tower(model)
         if visual is not None:
