@@ -15,7 +15,8 @@ import math
 import os
 from pathlib import Path
 
-from mmrlvr.data.io import BadRow, DataError, Row, bad_frac, build_samples, read_rows, split_positions
+from mmrlvr.data.io import (BadRow, DataError, Row, bad_frac, build_samples, read_rows, row_file_exists,
+                             split_positions)
 from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
 from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.video import VideoRef
@@ -83,7 +84,7 @@ def _videos(cell, root: str | None, nframes: int, max_pixels: int | None) -> tup
         path = Path(os.path.expanduser(item))
         if not path.is_absolute() and root is not None:
             path = Path(root) / path
-        if not path.is_file():
+        if not row_file_exists(path, "field 'video'"):
             hint = "" if Path(os.path.expanduser(item)).is_absolute() else \
                 " (relative paths start from task.args.video_dir, by default the data file's folder)"
             raise BadRow(f"video file not found: {path}{hint}")

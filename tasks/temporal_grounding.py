@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 from mmrlvr.data.frame_times import container_duration
+from mmrlvr.data.io import row_file_exists
 from mmrlvr.data.media import VideoRef
 from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
@@ -70,8 +71,8 @@ def build(split: str, size: int, seed: int, data: str | None = None, video_dir: 
                 and 0 <= seg[0] < seg[1] < float("inf")):  # [0, Infinity] could never score
             raise BadRow(f"timestamp must be finite [start, end] seconds with start < end, got {seg!r}")
         path = Path(row["video"]) if Path(row["video"]).is_absolute() else root / row["video"]
-        if not path.is_file():
-            raise BadRow(f"video {path} not found")
+        if not row_file_exists(path, "field 'video'"):
+            raise BadRow(f"video {str(path)[:300]} not found")
         if path not in durations:
             durations[path] = container_duration(str(path))
         if durations[path] is not None and seg[1] > durations[path] + END_SLACK_S:  # unknown length: kept

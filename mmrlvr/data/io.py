@@ -215,12 +215,22 @@ def _refs(cell, ds, row: int, column: str, root: str | None, source: str) -> lis
             continue
         path = Path(os.path.expanduser(item))
         path = path if path.is_absolute() or root is None else Path(root) / path
-        if not path.is_file():
+        if not row_file_exists(path, where):
             hint = "" if Path(os.path.expanduser(item)).is_absolute() else \
                 " (relative paths start from task.args.image_root, by default the data file's folder)"
-            raise BadRow(f"{where} file not found: {path}{hint}")
+            raise BadRow(f"{where} file not found: {str(path)[:300]}{hint}")
         refs.append(str(path))
     return refs
+
+
+def row_file_exists(path: Path, where: str) -> bool:
+    """Whether a row's media path names a file; a path the file system cannot even look up (a name past
+    its length limit, a NUL byte) is that row's fault: a `BadRow` naming the field, never the load's end."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError) as exc:
+        raise BadRow(f"{where} is not a usable path ({type(exc).__name__}: {str(exc)[:60]}...; "
+                     f"{len(str(path)):,} characters)") from None
 
 
 def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_field: str = "image",

@@ -169,7 +169,11 @@ def load_video(
     """
     name = str(path)
     p = Path(name)
-    if not p.is_file():
+    try:
+        found = p.is_file()
+    except (OSError, ValueError) as exc:  # a name the file system cannot look up: bad media, not a crash
+        raise MediaError(f"{name[:200]}: not a usable path ({type(exc).__name__})") from None
+    if not found:
         raise MediaError(f"{name}: no such video file")
     if p.stat().st_size == 0:
         raise MediaError(f"{name}: empty video file (0 bytes)")

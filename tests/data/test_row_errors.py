@@ -257,3 +257,15 @@ def test_a_question_spelling_a_special_token_is_a_bad_row_not_a_run_stop(tmp_pat
     token = spelled.split("assistant")[0]
     assert f"{path}: row 2 skipped: its text spells the special token {token!r}, which a prompt must not carry" in \
         [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("name", ["x" * 5000 + ".png", "a/" * 3000 + "b.png"])
+def test_a_path_the_file_system_cannot_look_up_is_a_bad_row(tmp_path, caplog, name):
+    rows = [{"question": f"<image>q{i}?", "answer": "1"} for i in range(4)]
+    rows[1]["image"] = name
+    path, args = _geometry(tmp_path, rows, max_bad_frac=0.5)
+    with caplog.at_level(logging.WARNING, logger="mmrlvr.data"):
+        got = load_task("geometry", "train", 10, 0, **args)
+    assert [s.meta["row"] for s in got] == [0, 2, 3]
+    line = next(r.getMessage() for r in caplog.records if "row 1 skipped" in r.getMessage())
+    assert line.startswith(f"{path}: row 1 skipped: image is not a usable path (OSError: ") and len(line) < 400
