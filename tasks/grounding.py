@@ -38,6 +38,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mmrlvr.data.io import BadRow, DataError, Row, build_samples, read_rows, split_positions
+from mmrlvr.data.staged import shown
 from mmrlvr.tasks._policy import bad_frac
 from mmrlvr.tasks._boxes import BOX_FORMATS, box_outside, check_box_format, parse_box, require_convention
 from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
@@ -249,7 +250,7 @@ def _need_a_box_column(source: str, names: list[str], mapping: dict) -> None:
     its columns, instead of every row failing as "box (answer) is missing"."""
     wanted = [c for key in ("answer", "objects") for c in ([mapping[key]] if isinstance(mapping[key], str) else mapping[key])]
     if not any(c in names for c in wanted):
-        raise DataError(f"{source}: no column for 'answer' or 'objects' (looked for {', '.join(map(repr, wanted))}); "
+        raise DataError(f"{shown(source)}: no column for 'answer' or 'objects' (looked for {', '.join(map(repr, wanted))}); "
                         f"columns: {', '.join(names)}; set task.args.columns.answer")
 
 

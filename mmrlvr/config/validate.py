@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
@@ -349,14 +349,16 @@ CHECKS: list[Callable[[Config], Iterable[str]]] = [
 CHECKS.append(check_arrol)  # sample_efficiency.arrol (mmrlvr/config/arrol_checks.py)
 
 
-def config_errors(cfg: Config) -> list[str]:
-    """Every problem of `cfg`, one line each (empty when the config is usable)."""
-    return [line for check in CHECKS for line in check(cfg)]
+def config_errors(cfg: Config, in_memory_rewards: Sequence[str] = ()) -> list[str]:
+    """Every problem of `cfg`, one line each (empty when the config is usable). `in_memory_rewards`:
+    the reward callables `mmrlvr.run` stages into `rewards:` after validation (their names)."""
+    return [line for check in CHECKS
+            for line in (check(cfg, in_memory_rewards) if check is _check_task_args else check(cfg))]
 
 
-def validate_config(cfg: Config) -> Config:
+def validate_config(cfg: Config, in_memory_rewards: Sequence[str] = ()) -> Config:
     """Raise ConfigError listing every problem (one per line); return `cfg` when there is none."""
-    errors = config_errors(cfg)
+    errors = config_errors(cfg, in_memory_rewards)
     if errors:
         raise ConfigError("\n".join(errors))
     return cfg

@@ -93,12 +93,12 @@ def test_a_template_that_asks_for_no_answer_format_is_named_for_the_generic_veri
     assert config_errors(cfg) == []
 
 
-def test_mmrlvr_tasks_lists_data_and_verifier_as_required(capsys):
+def test_mmrlvr_tasks_lists_data_as_required_and_verifier_unless_rewards(capsys):
     from mmrlvr.cli import main
 
     assert main(["tasks", "generic"]) == 0
     out = capsys.readouterr().out
-    assert "  data = (required)\n  verifier = (required)\n" in out and "  video_dir = None" in out
+    assert "  data = (required)\n  verifier = None (required unless rewards: score the rows)\n" in out and "  video_dir = None" in out
 
 
 def test_rows_may_mix_image_video_and_text_only(tmp_path):
