@@ -50,6 +50,10 @@ def _check_task(cfg: Config) -> Iterable[str]:
         if arg not in known:
             yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: "
                         f"{', '.join(known)}{near_name(str(arg), known)}")
+    from mmrlvr.config.arg_types import type_problems
+
+    for arg, value, want in type_problems(build, {a: v for a, v in cfg.task.args.items() if a in known}):
+        yield _line(f"task.args.{arg}", value, f"expected {want}, as task {cfg.task.name!r} declares it")
 
 
 def _check_task_args(cfg: Config, in_memory_rewards: Sequence[str] = ()) -> Iterable[str]:
@@ -62,9 +66,11 @@ def _check_task_args(cfg: Config, in_memory_rewards: Sequence[str] = ()) -> Iter
         module = task_module(cfg.task.name)
     except ModuleNotFoundError:
         return  # _check_task names it
+    from mmrlvr.config.arg_types import type_problems
     from mmrlvr.tasks._catalogue import arguments, column_keys
 
-    args, takes = cfg.task.args, arguments(module)
+    mistyped = {name for name, _, _ in type_problems(module.build, cfg.task.args)}  # _check_task names those
+    args, takes = {k: v for k, v in cfg.task.args.items() if k not in mistyped}, arguments(module)
     cols, known = args.get("columns"), column_keys(module)
     if cols is not None and not isinstance(cols, dict):
         yield _line("task.args.columns", cols, "a mapping of task field -> column name (or list of names)")
