@@ -21,13 +21,13 @@ def test_a_value_of_the_wrong_type_is_one_line_with_the_key_value_and_type():
     assert _task_lines(["task.name=counting", "task.args.max_red=five", "task.args.flaw_prob=high"]) == [
         "task.args.max_red='five': expected an integer (int), as task 'counting' declares it",
         "task.args.flaw_prob='high': expected a number (float), as task 'counting' declares it"]
-    # one line per key: the columns and template checks leave a mistyped value to this one
+    # one line per key: values with a check of their own (columns, template, max_bad_frac) keep its words
     assert _task_lines(["task.name=geometry", "task.args.holdout_frac=two", "task.args.columns=5",
                         "task.args.template=7", "task.args.max_bad_frac=high"]) == [
         "task.args.holdout_frac='two': expected a number (float), as task 'geometry' declares it",
-        "task.args.columns=5: expected a mapping (dict) or null, as task 'geometry' declares it",
-        "task.args.template=7: expected text (str), as task 'geometry' declares it",
-        "task.args.max_bad_frac='high': expected a number (float) or null, as task 'geometry' declares it"]
+        "task.args.columns=5: a mapping of task field -> column name (or list of names)",
+        "task.args.template=7: one of answer, think, plain",
+        "task.args.max_bad_frac='high': a fraction in [0, 1]"]
 
 
 def test_values_of_the_declared_type_pass():

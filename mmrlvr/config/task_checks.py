@@ -25,6 +25,10 @@ def task_module(name: str):
         raise ModuleNotFoundError(f"no task module {name!r}", name=name) from None
 
 
+# arguments whose values a check of their own names in its own words (one line per key, never two)
+CHECKED_APART = ("columns", "template", "box_format", "prompt_template", "system_prompt", "max_bad_frac")
+
+
 def _check_task(cfg: Config) -> Iterable[str]:
     try:
         module = task_module(cfg.task.name)
@@ -52,7 +56,8 @@ def _check_task(cfg: Config) -> Iterable[str]:
                         f"{', '.join(known)}{near_name(str(arg), known)}")
     from mmrlvr.config.arg_types import type_problems
 
-    for arg, value, want in type_problems(build, {a: v for a, v in cfg.task.args.items() if a in known}):
+    typed = {a: v for a, v in cfg.task.args.items() if a in known and a not in CHECKED_APART}
+    for arg, value, want in type_problems(build, typed):
         yield _line(f"task.args.{arg}", value, f"expected {want}, as task {cfg.task.name!r} declares it")
 
 
@@ -66,11 +71,9 @@ def _check_task_args(cfg: Config, in_memory_rewards: Sequence[str] = ()) -> Iter
         module = task_module(cfg.task.name)
     except ModuleNotFoundError:
         return  # _check_task names it
-    from mmrlvr.config.arg_types import type_problems
     from mmrlvr.tasks._catalogue import arguments, column_keys
 
-    mistyped = {name for name, _, _ in type_problems(module.build, cfg.task.args)}  # _check_task names those
-    args, takes = {k: v for k, v in cfg.task.args.items() if k not in mistyped}, arguments(module)
+    args, takes = cfg.task.args, arguments(module)
     cols, known = args.get("columns"), column_keys(module)
     if cols is not None and not isinstance(cols, dict):
         yield _line("task.args.columns", cols, "a mapping of task field -> column name (or list of names)")

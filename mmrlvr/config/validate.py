@@ -335,8 +335,8 @@ def _check_limits(cfg: Config) -> Iterable[str]:
     rows, g = cfg.rollout.generate_max_rows, cfg.rollout.group_size
     if _num(rows) and _num(g) and 1 <= rows < g:  # below 1: the rule says so
         yield _line("rollout.generate_max_rows", rows, f"at least rollout.group_size ({g}): a call generates whole groups")
-    frac = cfg.task.args.get("max_bad_frac")  # not a number at all: the task's declared type names it
-    if isinstance(frac, (int, float)) and not isinstance(frac, bool) and not (_num(frac) and 0 <= frac <= 1):
+    frac = cfg.task.args.get("max_bad_frac")
+    if frac is not None and not (_num(frac) and 0 <= frac <= 1):
         yield _line("task.args.max_bad_frac", frac, "a fraction in [0, 1]")
     yield from filter(None, [conflicting_settings(cfg.task)])  # the old names and task.max_bad_frac are one limit
 
