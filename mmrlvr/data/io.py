@@ -26,6 +26,7 @@ from mmrlvr.types import Sample
 
 log = logging.getLogger("mmrlvr.data")
 
+EXTRA = "column:"  # Row.fields key prefix of the data's own columns no task field claims (data.qa)
 FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".arrow": "arrow"}
 
 
@@ -238,8 +239,13 @@ def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_fiel
     `image_root` resolves relative image paths; by default the data file's own folder. With
     `images_optional` an empty image cell is a row without images (the generic task's video rows).
     """
+    from mmrlvr.data.media_columns import unmapped_media
+
     ds = open_dataset(spec, split, cache_dir)
     cols = resolve_columns(ds.column_names, columns, spec, required)
+    keys = {k for k in columns if not k.startswith(EXTRA)}  # the task's own column keys (image, video, ...)
+    if (media := unmapped_media(ds, set(cols.values()), cols, shown(spec), keys)) is not None:
+        raise DataError(media)  # a picture column no key reads would leave every sample without it
     root = image_root
     if root is None and Path(spec).exists():
         root = str(Path(spec).parent if Path(spec).is_file() else Path(spec))

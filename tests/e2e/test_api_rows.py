@@ -69,3 +69,13 @@ def test_bad_rows_and_missing_columns_are_named_as_the_user_gave_them(tmp_path):
     assert str(err.value) == ("train_data: no column for 'answer' (looked for 'answer', 'solution', 'reference', 'label'); "
                               "no column for 'prompt' or 'question' (looked for 'prompt', 'question', 'problem', 'query'); "
                               "columns: text, gold; set task.args.columns.answer, task.args.columns.question")
+
+
+def test_an_unmapped_picture_column_from_python_is_refused_before_the_model_loads(tmp_path):
+    pic = Image.new("RGB", (56, 56), "white")
+    rows = [{"picture": pic, "question": f"q{i}", "answer": "1"} for i in range(4)]
+    with pytest.raises(DataError) as err:
+        mmrlvr.run(_config(tmp_path / "run"), train_data=rows, rewards=[has_reference])
+    assert str(err.value) == ("train_data: column 'picture' holds images (image data, not paths) that no column key "
+                              "reads, so every sample would train without them; set task.args.columns.image: picture")
+    assert not (tmp_path / "run" / "model").exists()
