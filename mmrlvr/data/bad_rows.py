@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from mmrlvr.data.io import DataError, bad_frac
+from mmrlvr.data.io import DataError, bad_frac, frac_text
 from mmrlvr.data.staged import shown
 
 OLD_NAMES = ("task.args.max_bad_frac", "task.max_bad_media_frac")
@@ -90,5 +90,5 @@ class BadRows:
             raise DataError(
                 f"{shown(self.source)}: {self.total} of {self.rows} rows are bad ({len(self.at_load)} at load, "
                 f"{len(self.at_decode)} with media that fail to decode; more than task.max_bad_frac="
-                f"{self.max_frac:g}); first: {'; '.join(first)}"
+                f"{frac_text(self.max_frac)}); first: {'; '.join(first)}"
             )

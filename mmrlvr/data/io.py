@@ -328,6 +328,12 @@ def bad_frac(max_bad_frac: float | None, n: int) -> float:
     return max(DEFAULT_BAD_FRAC, 1.0 / n) if n else DEFAULT_BAD_FRAC
 
 
+def frac_text(frac: float) -> str:
+    """A bad-row fraction as printed: three significant digits (unset over 43 rows, 1/43 is
+    0.0233, not 0.0232558)."""
+    return f"{frac:.3g}"
+
+
 def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], max_bad_frac: float,
                   keep: Sequence[int] | None = None) -> TaskSamples:
     """Turn rows into samples; report each bad row once; stop past `max_bad_frac` bad rows.
@@ -358,7 +364,7 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
     if len(bad) > max_bad_frac * n:
         first = "; ".join(f"row {b['row']}: {b['reason']}" for b in bad[:5])
         raise DataError(
-            f"{label}: {len(bad)} of {n} rows are bad (more than max_bad_frac={max_bad_frac:g}); first: {first}"
+            f"{label}: {len(bad)} of {n} rows are bad (more than max_bad_frac={frac_text(max_bad_frac)}); first: {first}"
         )
     positions = range(n) if keep is None else keep
     wanted = set(positions)

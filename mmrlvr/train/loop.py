@@ -19,6 +19,7 @@ from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import Config, ConfigError, save_config
 from mmrlvr.data.bad_rows import BadRows, max_bad_frac_setting
 from mmrlvr.data.feed import MediaStream
+from mmrlvr.data.io import TaskSamples
 from mmrlvr.data.prompts import prompt_text
 from mmrlvr.data.demos import DemoSource, DemoStrategy
 from mmrlvr.data.sources import prompt_source
@@ -100,6 +101,7 @@ def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
     bad_limit = max_bad_frac_setting(cfg.task)[0]  # rows bad at load or at decode, one limit
     train_set = load_task(cfg.task.name, "train", cfg.task.train_size, cfg.seed, **args)
     eval_set = load_task(cfg.task.name, "eval", cfg.task.eval_size, cfg.seed, **args)
+    progress.held_out_rows = isinstance(eval_set, TaskSamples)  # rows of a file, not a synthetic draw
     plugins = [t.verifier for t in cfg.rewards] + list(cfg.eval.verifiers)  # only the config may name code to run
     check_sample_verifiers([*train_set, *eval_set], plugins)
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
@@ -244,6 +246,7 @@ def rl_step(run: Run, step: int) -> dict:
     cfg, learner, engine, source, state = run.cfg, run.learner, run.engine, run.source, run.state
     t0 = time.perf_counter()
     # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
+    run.scorer.failures.begin_step()  # an evaluation since the last step scored items that are not this step's
     batch = collect(engine, source, run.scorer, cfg, seed=cfg.seed * 100_003 + step, step=step,  # `_generate_ahead`'s seed
                     pruner=run.pruner)
     stop_scoring_if_broken(run.scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros
