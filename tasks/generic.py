@@ -141,7 +141,7 @@ def build(split: str, size: int, seed: int, data: str | None = None, verifier: s
     spec = prompt_spec(template, prompt_template, system_prompt)  # validate before any row is read
     path = eval_data if (split == "eval" and eval_data) else data
     mapping = extra_columns(path, {**COLUMNS, **(columns or {})}, cache_dir)
-    required = ("answer", ("prompt", "question"), *(columns or {}))  # every missing one named in one line
+    required = ("answer", ("question", "prompt"), *(columns or {}))  # every missing one named in one line
     source, ds, rows = read_rows(path, mapping, required=required, image_root=image_root,
                                  cache_dir=cache_dir, images_optional=True)
     if video_dir is None and Path(path).exists():

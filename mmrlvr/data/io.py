@@ -130,8 +130,9 @@ def _pick_split(ds, split: str, spec: str):
 def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Sequence) -> dict:
     """Task field -> existing column. Mapping values are a column or a list of candidates.
 
-    A `required` entry is a field, or a tuple of fields one of which must have a column (a prompt
-    or a question). Every one without a column is named in one line, with the file's columns."""
+    A `required` entry is a field, or a tuple of fields one of which must have a column (a question
+    or a prompt; the first is the one to set). Every one without a column is named in one line,
+    with the file's columns."""
     out = {}
     for field_name, want in mapping.items():
         if not (want is None or isinstance(want, str) or
@@ -147,7 +148,7 @@ def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Se
         if group and not any(f in out for f in group):
             looked = ", ".join(repr(c) for f in group for c in _candidates(mapping[f]))
             missing.append(f"no column for {' or '.join(map(repr, group))} (looked for {looked})")
-            keys.append(f"task.args.columns.{group[-1]}")
+            keys.append(f"task.args.columns.{group[0]}")
     if missing:
         raise DataError(f"{shown(spec)}: {'; '.join(missing)}; columns: {', '.join(names)}; set {', '.join(keys)}")
     return out

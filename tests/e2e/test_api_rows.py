@@ -70,7 +70,7 @@ def test_bad_rows_and_missing_columns_are_named_as_the_user_gave_them(tmp_path):
     with pytest.raises(DataError) as err:
         mmrlvr.run(_config(tmp_path / "run"), train_data=[{"text": "q", "gold": "1"}], rewards=[has_reference])
     assert str(err.value) == ("train_data: no column for 'answer' (looked for 'answer', 'solution', 'reference', 'label'); "
-                              "no column for 'prompt' or 'question' (looked for 'prompt', 'question', 'problem', 'query'); "
+                              "no column for 'question' or 'prompt' (looked for 'question', 'problem', 'query', 'prompt'); "
                               "columns: text, gold; set task.args.columns.answer, task.args.columns.question")
 
 

@@ -68,8 +68,8 @@ def test_settings_and_columns_are_named_before_any_row_is_built(tmp_path):
     assert str(err.value).startswith("task.args.verifier='nubmer': a registered verifier; known: boxes, choice, count,")
     with pytest.raises(DataError) as err:
         load_task("generic", "train", 10, 0, data=path, verifier="number", cache_dir=str(tmp_path / "c"))
-    assert str(err.value) == (f"{path}: no column for 'prompt' or 'question' (looked for 'prompt', 'question', 'problem', "
-                              "'query'); columns: image, text, answer; set task.args.columns.question")
+    assert str(err.value) == (f"{path}: no column for 'question' or 'prompt' (looked for 'question', 'problem', "
+                              "'query', 'prompt'); columns: image, text, answer; set task.args.columns.question")
     with pytest.raises(DataError, match=r"no column for 'answer' \(looked for 'gold'\); no column for 'image' \(looked for "
                                         r"'pic'\); columns: image, text, answer; set task.args.columns.answer, task.args.columns.image"):
         load_task("generic", "train", 10, 0, data=path, verifier="number", cache_dir=str(tmp_path / "c"),
