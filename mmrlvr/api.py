@@ -197,12 +197,18 @@ def check_inputs(cfg: Config, train_data=None, eval_data=None, rewards=None) -> 
                               "nextqa, temporal_grounding, generic or your own)")
         if train_data is None:
             raise ConfigError("eval_data without train_data: pass train_data (or set task.args.data)")
+        if eval_data is not None and "eval_data" not in params:
+            raise ConfigError(f"eval_data: task {cfg.task.name!r} reads no eval_data; it holds out "
+                              "task.args.holdout_frac of train_data instead")
         out.arrow = _reads_io(cfg.task.name)
         out.train = as_dataset(train_data, "train_data")
         if eval_data is not None:
             out.eval = as_dataset(eval_data, "eval_data")
     out.rewards = pickled_rewards(rewards or [])
     return out
+
+
+IN_MEMORY = {"train": "<train_data>", "eval": "<eval_data>"}  # what validation sees before staging
 
 
 def as_validated(cfg: Config, train_data=None, eval_data=None) -> Config:
@@ -224,9 +230,6 @@ def as_validated(cfg: Config, train_data=None, eval_data=None) -> Config:
     if "eval_data" in takes and eval_data is not None:
         args["eval_data"] = IN_MEMORY["eval"]
     return dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, args=args))
-
-
-IN_MEMORY = {"train": "<train_data>", "eval": "<eval_data>"}  # what validation sees before staging
 
 
 def in_memory_names(rewards) -> list[str]:

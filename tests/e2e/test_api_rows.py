@@ -122,3 +122,11 @@ def test_the_small_split_note_prints_once_and_only_for_rows_held_out_of_data(tmp
     # a synthetic task's 4-board eval split is its own draw, not rows held out of a file: no such advice
     assert main(["train", "configs/quickstart.yaml", f"output_dir={tmp_path / 'b'}", "task.eval_size=4", *small]) == 0
     assert "held-out rows" not in " ".join(capfd.readouterr().err.split())
+
+
+def test_eval_data_for_a_task_that_reads_none_is_refused_before_anything_is_written(tmp_path):
+    rows = [{"video": "a.mp4", "question": "q", "answer": "yes", "options": ["yes", "no"]}]
+    with pytest.raises(ConfigError, match=r"^eval_data: task 'nextqa' reads no eval_data; it holds out "
+                                          r"task.args.holdout_frac of train_data instead$"):
+        mmrlvr.run({"output_dir": str(tmp_path / "run"), "task": {"name": "nextqa"}}, train_data=rows, eval_data=rows)
+    assert not (tmp_path / "run").exists()
