@@ -194,15 +194,53 @@ def check_inputs(cfg: Config, train_data=None, eval_data=None, rewards=None) -> 
         if "data" not in params:
             raise ConfigError(f"task {cfg.task.name!r} builds its own samples and takes no data; "
                               "train_data/eval_data need a task that reads rows (geometry, chart, grounding, "
-                              "nextqa, temporal_grounding or your own)")
+                              "nextqa, temporal_grounding, generic or your own)")
         if train_data is None:
             raise ConfigError("eval_data without train_data: pass train_data (or set task.args.data)")
+        if eval_data is not None and "eval_data" not in params:
+            raise ConfigError(f"eval_data: task {cfg.task.name!r} reads no eval_data; it holds out "
+                              "task.args.holdout_frac of train_data instead")
         out.arrow = _reads_io(cfg.task.name)
         out.train = as_dataset(train_data, "train_data")
         if eval_data is not None:
             out.eval = as_dataset(eval_data, "eval_data")
     out.rewards = pickled_rewards(rewards or [])
     return out
+
+
+IN_MEMORY = {"train": "<train_data>", "eval": "<eval_data>"}  # what validation sees before staging
+
+
+def as_validated(cfg: Config, train_data=None, eval_data=None) -> Config:
+    """`cfg` as validation should see it before the in-memory rows are staged: `task.args.data`
+    (and `eval_data`) stand for `train_data=` / `eval_data=`, which fill them for any task that
+    reads rows (`generic` included). A task that reads none is left to `check_inputs` to name."""
+    from mmrlvr.tasks import UnknownTask, task_module
+    import inspect
+
+    if train_data is None and eval_data is None:
+        return cfg
+    try:
+        takes = inspect.signature(task_module(cfg.task.name).build).parameters
+    except (UnknownTask, AttributeError, TypeError, ValueError):
+        return cfg  # validation names the task
+    args = dict(cfg.task.args)
+    if "data" in takes and train_data is not None:
+        args["data"] = IN_MEMORY["train"]
+    if "eval_data" in takes and eval_data is not None:
+        args["eval_data"] = IN_MEMORY["eval"]
+    return dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, args=args))
+
+
+def in_memory_names(rewards) -> list[str]:
+    """`rewards[i]` for each reward callable handed to `mmrlvr.run` (checked in `pickled_rewards`)."""
+    if rewards is None:
+        return []
+    if callable(rewards):
+        return ["rewards[0]"]
+    if isinstance(rewards, (list, tuple)):
+        return [f"rewards[{i}]" for i in range(len(rewards))]
+    return []
 
 
 def _write_data(data, tmp: Path, name: str, arrow: bool) -> str:
@@ -307,7 +345,9 @@ def _run(config, train_data, eval_data, rewards, overrides) -> dict:
     from mmrlvr.train.run_dir_paths import run_dir_problem
     from mmrlvr.config.validate import validate_config
 
-    cfg = validate_config(as_config(config, overrides))  # bad settings named before anything is written
+    cfg = as_config(config, overrides)
+    # bad settings named before anything is written, knowing what the in-memory inputs will fill
+    validate_config(as_validated(cfg, train_data, eval_data), in_memory_names(rewards))
     unsafe = run_dir_problem(cfg)  # someone else's files, a model inside the run's own: before anything is staged
     if unsafe:
         raise RunDirError(unsafe)

@@ -15,6 +15,7 @@ import math
 from typing import Iterable
 
 from mmrlvr.data.io import BadRow, DataError
+from mmrlvr.data.staged import shown
 
 BOX_FORMATS = ("xyxy", "xywh", "xyxy_norm", "xywh_norm")
 ACCEPTED = ("accepted forms: [x1, y1, x2, y2] (a list or a \"x1, y1, x2, y2\" string), "
@@ -112,18 +113,18 @@ def convention_problem(source: str, cells: Iterable[tuple[int, object]], fmt: st
     n = len(boxes)
     if not fmt.endswith("_norm") and all(0.0 <= v <= 1.0 for _, b in boxes for v in b):
         row, example = boxes[0]
-        return (f"{source}: all {n} boxes lie within [0, 1] (row {row}: {example}): they look normalised to the "
+        return (f"{shown(source)}: all {n} boxes lie within [0, 1] (row {row}: {example}): they look normalised to the "
                 f"image size, not pixels; set task.args.box_format: {fmt}_norm")
     if fmt.endswith("_norm") and any(v > 1.0 for _, b in boxes for v in b):
         row, example = next((r, b) for r, b in boxes if max(b) > 1.0)
-        return (f"{source}: box_format {fmt} says 0-1 but row {row} has {example}; "
+        return (f"{shown(source)}: box_format {fmt} says 0-1 but row {row} has {example}; "
                 f"set task.args.box_format: {fmt[:-5]} for pixel boxes")
     base = fmt[:4]
     bad = [(r, b) for r, b in boxes if _inverted(to_xyxy(b, base))]
     other = "xywh" if base == "xyxy" else "xyxy"
     if len(bad) >= max(2, math.ceil(0.05 * n)) and not any(_inverted(to_xyxy(b, other)) for _, b in boxes):
         row, example = bad[0]
-        return (f"{source}: {len(bad)} of {n} boxes have x2 <= x1 or y2 <= y1 when read as {base} (row {row}: "
+        return (f"{shown(source)}: {len(bad)} of {n} boxes have x2 <= x1 or y2 <= y1 when read as {base} (row {row}: "
                 f"{example}) while all read cleanly as {other}: set task.args.box_format: "
                 f"{other}{fmt[4:]}")
     return None

@@ -57,6 +57,7 @@ def describe(module, name: str) -> str:
             shown = "None (1% of the rows, at least one row)"
         if arg in FROM_CONFIG:
             shown = f"from {FROM_CONFIG[arg]}"
+        shown = getattr(module, "ARG_NOTES", {}).get(arg, shown)  # a default that needs a word (generic's verifier)
         lines.append(f"  {arg} = {shown}")
     cols = column_keys(module)
     if cols:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from mmrlvr.data.io import DataError, resolve_columns
+from mmrlvr.data.staged import row_place
 from mmrlvr.jsonl import iter_jsonl
 
 
@@ -41,7 +42,7 @@ def _raw_rows(path: str | Path) -> tuple[list[tuple[int, dict]], list[str]]:
         return rows, list(names)
     for n, row in iter_jsonl(path):
         if not isinstance(row, dict):
-            raise ValueError(f"{path}:{n}: not a JSON object")
+            raise ValueError(f"{row_place(path, n)}: not a JSON object")
         names.update(dict.fromkeys(row))
         rows.append((n, row))
     return rows, list(names)
@@ -65,6 +66,6 @@ def read_mapped_rows(path: str | Path, columns: dict[str, list[str]], required: 
             if found is not None:
                 fields[field_name] = row[found]
             elif field_name in required:
-                raise ValueError(f"{path}:{n}: missing field {candidates[0]!r}")
+                raise ValueError(f"{row_place(path, n)}: missing field {candidates[0]!r}")
         out.append((n, fields))
     return out

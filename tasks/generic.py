@@ -4,7 +4,8 @@ For data shapes no task module covers: each row's `prompt` (the whole user text,
 `question` (plus the `template` instruction, or your `prompt_template`), its images (`<image>`
 placeholders place them, as in the image tasks) and videos (paths; before the text), and its
 `answer` as the reference, mapped by `columns`. Every row is scored by `verifier` (a registered
-name: `mmrlvr verifiers`); every other column reaches the verifier in `sample.meta["columns"]`.
+name: `mmrlvr verifiers`), or by the config's `rewards:` (then `verifier` may be left out); every
+other column reaches the verifiers in `sample.meta["columns"]`.
 A reference that is a list (a box, a segment) stays a list; a number becomes its text.
 """
 
@@ -14,6 +15,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Sequence
 
 from mmrlvr.data.io import (BadRow, DataError, Row, bad_frac, build_samples, read_rows, row_file_exists,
                              split_positions)
@@ -22,8 +24,9 @@ from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.video import VideoRef
 from mmrlvr.types import Sample
 
-VERIFIERS = ()  # none of its own: task.args.verifier scores every row
-REQUIRED_ARGS = ("data", "verifier")  # listed as required by `mmrlvr tasks`; arg_problems names them
+VERIFIERS = ()  # none of its own: task.args.verifier (or the config's rewards:) scores every row
+REQUIRED_ARGS = ("data",)  # listed as required by `mmrlvr tasks`; arg_problems names it
+ARG_NOTES = {"verifier": "None (required unless rewards: score the rows)"}  # what `mmrlvr tasks generic` shows
 
 COLUMNS = {
     "prompt": ["prompt"],
@@ -35,15 +38,22 @@ COLUMNS = {
 }
 
 
-def arg_problems(args: dict) -> list[tuple[str, object, str]]:
-    """(config key, value, why) for settings no row can fix, named before any row is read."""
+def arg_problems(args: dict, rewards: Sequence[str] = ()) -> list[tuple[str, object, str]]:
+    """(config key, value, why) for settings no row can fix, named before any row is read.
+
+    `rewards`: the config's reward terms (and `mmrlvr.run`'s reward callables); when there are
+    any they score the rows, so `verifier` may be left out (one that is given must exist)."""
     from mmrlvr.verifiers.base import available_verifiers
 
     out: list[tuple[str, object, str]] = []
     if not isinstance(args.get("data"), str) or not args["data"].strip():
-        out.append(("task.args.data", args.get("data"), "the rows file (JSONL, JSON, CSV, Parquet, a saved dataset or a hub name)"))
+        out.append(("task.args.data", args.get("data"), "the rows file (JSONL, JSON, CSV, Parquet, a saved dataset "
+                    "or a hub name), or train_data= in mmrlvr.run"))
     verifier, known = args.get("verifier"), available_verifiers()
-    if verifier not in known:
+    if verifier is None and not rewards:
+        out.append(("task.args.verifier", verifier, "a registered verifier to score every row, or reward terms in "
+                    f"rewards: (rewards= in mmrlvr.run); known: {', '.join(known)}"))
+    elif verifier is not None and verifier not in known:
         out.append(("task.args.verifier", verifier, f"a registered verifier; known: {', '.join(known)}"))
     return out
 
@@ -113,7 +123,7 @@ def generic_sample(row: Row, source: str, spec: PromptSpec, verifier: str, video
     rid = fields.get("id")
     meta = {"row": row.index, "source": source, **({"columns": columns} if columns else {})}
     return Sample(id=f"{Path(source).name}:{rid if rid is not None else row.index}", messages=messages,
-                  reference=reference, verifier=verifier, images=images, videos=videos, meta=meta,
+                  reference=reference, verifier=verifier or "", images=images, videos=videos, meta=meta,
                   target=f"<answer>{answer}</answer>" if spec.template != "think" else None)
 
 
@@ -124,25 +134,19 @@ def build(split: str, size: int, seed: int, data: str | None = None, verifier: s
           cache_dir: str | None = None, prompt_template: str | None = None,
           system_prompt: str | None = None) -> list[Sample]:
     """Samples of a split: the rows of `data` (a seeded held-out slice, or `eval_data`, for eval)."""
-    problems = arg_problems({"data": data, "verifier": verifier})
+    # no verifier: the config's rewards: score the rows (validation has required one or the other)
+    problems = arg_problems({"data": data, "verifier": verifier}, rewards=["rewards:"] if verifier is None else [])
     if problems:
         key, value, why = problems[0]
         raise DataError(f"{key}={value!r}: {why}")  # the validator's line, when build is called directly
     spec = prompt_spec(template, prompt_template, system_prompt)  # validate before any row is read
     path = eval_data if (split == "eval" and eval_data) else data
     mapping = extra_columns(path, {**COLUMNS, **(columns or {})}, cache_dir)
-    source, ds, rows = read_rows(path, mapping, required=("answer", *(columns or {})), image_root=image_root,
+    required = ("answer", ("question", "prompt"), *(columns or {}))  # every missing one named in one line
+    source, ds, rows = read_rows(path, mapping, required=required, image_root=image_root,
                                  cache_dir=cache_dir, images_optional=True)
-    if not any(c in ds.column_names for key in ("prompt", "question") for c in _candidates(mapping[key])):
-        raise DataError(f"{source}: no column for 'prompt' or 'question' (looked for "
-                        f"{', '.join(repr(c) for key in ('prompt', 'question') for c in _candidates(mapping[key]))}); "
-                        f"columns: {', '.join(ds.column_names)}; set task.args.columns.question")
     if video_dir is None and Path(path).exists():
         video_dir = str(Path(path).parent if Path(path).is_file() else Path(path))
     keep = split_positions(len(rows), split, size, seed, eval_data=bool(eval_data), holdout_frac=holdout_frac)
     return build_samples(source, rows, lambda r: generic_sample(r, source, spec, verifier, video_dir, nframes, max_pixels),
                          bad_frac(max_bad_frac, len(rows)), keep)
-
-
-def _candidates(want) -> list[str]:
-    return [want] if isinstance(want, str) else list(want or [])

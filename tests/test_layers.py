@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     # settings and plain records every layer reads (the config package's face and its schema layer)
     {"types", "config", "config.schema", "config.keys", "config.limits", "config.methods", "config.efficiency",
-     "config.rollout", "registry", "jsonl"},
+     "config.rollout", "config.arg_types", "registry", "jsonl"},
     # data in, models, verifiers, RL math: none knows about training (models/patches too: the memory
     # patches of the forward, which training enters around its own forward)
     {"data", "models", "verifiers", "algos"},

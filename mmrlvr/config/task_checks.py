@@ -5,7 +5,7 @@ Run by `mmrlvr.config.validate` before the model loads."""
 from __future__ import annotations
 
 import inspect
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from mmrlvr.config.schema import Config
 from mmrlvr.config.keys import near_name
@@ -23,6 +23,10 @@ def task_module(name: str):
         return lookup(name)
     except UnknownTask:
         raise ModuleNotFoundError(f"no task module {name!r}", name=name) from None
+
+
+# arguments whose values a check of their own names in its own words (one line per key, never two)
+CHECKED_APART = ("columns", "template", "box_format", "prompt_template", "system_prompt", "max_bad_frac")
 
 
 def _check_task(cfg: Config) -> Iterable[str]:
@@ -50,11 +54,19 @@ def _check_task(cfg: Config) -> Iterable[str]:
         if arg not in known:
             yield _line(f"task.args.{arg}", cfg.task.args[arg], f"not an argument of task {cfg.task.name!r}; known: "
                         f"{', '.join(known)}{near_name(str(arg), known)}")
+    from mmrlvr.config.arg_types import type_problems
+
+    typed = {a: v for a, v in cfg.task.args.items() if a in known and a not in CHECKED_APART}
+    for arg, value, want in type_problems(build, typed):
+        yield _line(f"task.args.{arg}", value, f"expected {want}, as task {cfg.task.name!r} declares it")
 
 
-def _check_task_args(cfg: Config) -> Iterable[str]:
+def _check_task_args(cfg: Config, in_memory_rewards: Sequence[str] = ()) -> Iterable[str]:
     """Inside task.args: column keys, box_format, template names and files, and the tags a reward
-    verifier needs in a user template (the task's own checks, run here before the model loads)."""
+    verifier needs in a user template (the task's own checks, run here before the model loads).
+
+    `in_memory_rewards`: names of the reward callables `mmrlvr.run` was handed, not yet in
+    `cfg.rewards` (they are staged after validation), which score the rows like reward terms."""
     try:
         module = task_module(cfg.task.name)
     except ModuleNotFoundError:
@@ -84,7 +96,9 @@ def _check_task_args(cfg: Config) -> Iterable[str]:
             yield _line("task.args.template", args["template"], f"one of {', '.join(TEMPLATES)}")
     own = getattr(module, "arg_problems", None)  # a task's own checks of its settings (generic: verifier, data)
     if callable(own):
-        for key, value, why in own(args):
+        rewards = [t.verifier for t in cfg.rewards] + list(in_memory_rewards)
+        takes_rewards = "rewards" in inspect.signature(own).parameters
+        for key, value, why in (own(args, rewards=rewards) if takes_rewards else own(args)):
             yield _line(key, value, why)
     yield from _check_prompt_formats(cfg, module, args)
     teacher = getattr(module, "teacher_problem", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
@@ -363,18 +363,21 @@ def _check_hub_model(cfg: Config) -> Iterable[str]:
 MACHINE_CHECKS: list[Callable[[Config], Iterable[str]]] = [check_device, _check_hub_model]
 
 
-def config_errors(cfg: Config, machine: bool = False) -> list[str]:
+def config_errors(cfg: Config, machine: bool = False, in_memory_rewards: Sequence[str] = ()) -> list[str]:
     """Every problem of `cfg`, one line each (empty when the config is usable); with `machine`,
-    also what this machine lacks to run it (`MACHINE_CHECKS`)."""
-    return [line for check in (CHECKS + MACHINE_CHECKS if machine else CHECKS) for line in check(cfg)]
+    also what this machine lacks to run it (`MACHINE_CHECKS`). `in_memory_rewards`: the reward
+    callables `mmrlvr.run` stages into `rewards:` after validation (their names)."""
+    return [line for check in (CHECKS + MACHINE_CHECKS if machine else CHECKS)
+            for line in (check(cfg, in_memory_rewards) if check is _check_task_args else check(cfg))]
 
 
-def validate_config(cfg: Config, loads_model_path: bool = True) -> Config:
+def validate_config(cfg: Config, in_memory_rewards: Sequence[str] = (), loads_model_path: bool = True) -> Config:
     """Raise ConfigError listing every problem (one per line), this machine's included; return
     `cfg` when there is none. `loads_model_path=False` (`mmrlvr eval`, which loads its
     --checkpoint instead): whether this machine can get `model.path` is not asked."""
     checks = CHECKS + [c for c in MACHINE_CHECKS if loads_model_path or c is not _check_hub_model]
-    errors = [line for check in checks for line in check(cfg)]
+    errors = [line for check in checks
+              for line in (check(cfg, in_memory_rewards) if check is _check_task_args else check(cfg))]
     if errors:
         raise ConfigError("\n".join(errors))
     return cfg

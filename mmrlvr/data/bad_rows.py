@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from mmrlvr.data.io import DataError, bad_frac
+from mmrlvr.data.io import DataError, bad_frac, frac_text
+from mmrlvr.data.staged import shown
 
 OLD_NAMES = ("task.args.max_bad_frac", "task.max_bad_media_frac")
 
@@ -87,7 +88,7 @@ class BadRows:
             first = [f"row {b['row']}: {b['reason']}" for b in self.at_load[:5]]
             first += list(self.at_decode.values())[: 5 - len(first)]
             raise DataError(
-                f"{self.source}: {self.total} of {self.rows} rows are bad ({len(self.at_load)} at load, "
+                f"{shown(self.source)}: {self.total} of {self.rows} rows are bad ({len(self.at_load)} at load, "
                 f"{len(self.at_decode)} with media that fail to decode; more than task.max_bad_frac="
-                f"{self.max_frac:g}); first: {'; '.join(first)}"
+                f"{frac_text(self.max_frac)}); first: {'; '.join(first)}"
             )

@@ -56,6 +56,8 @@ def demo_answer(sample: Sample) -> str | None:
     """An assistant answer for `sample` that its verifier scores 1, or None when there is none."""
     from mmrlvr.verifiers.base import resolve_verifier, safe_verify
 
+    if not sample.verifier:  # a generic row scored only by the config's rewards: no verifier of its own to check with
+        return None
     fn = resolve_verifier(sample.verifier)
     for text in (sample.target, f"<answer>{_reference_text(sample.reference)}</answer>"):
         if text is not None and safe_verify(fn, text, sample).score >= 1.0:

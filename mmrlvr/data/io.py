@@ -22,10 +22,12 @@ from typing import Any, Callable, Iterable, Sequence
 from mmrlvr.data.file_checks import _has_content, first_bad_jsonl_line, unclosed_quote_line
 from mmrlvr.data.literal_text import forged_in_sample
 from mmrlvr.data.media import RowRef
+from mmrlvr.data.staged import shown
 from mmrlvr.types import Sample
 
 log = logging.getLogger("mmrlvr.data")
 
+EXTRA = "column:"  # Row.fields key prefix of the data's own columns no task field claims (data.qa)
 FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".arrow": "arrow"}
 
 
@@ -126,27 +128,35 @@ def _pick_split(ds, split: str, spec: str):
     return ds
 
 
-def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Sequence[str]) -> dict:
+def resolve_columns(names: Sequence[str], mapping: dict, spec: str, required: Sequence) -> dict:
     """Task field -> existing column. Mapping values are a column or a list of candidates.
 
-    Every `required` field without a column is named in one line, with the file's columns."""
-    out, missing = {}, {}
+    A `required` entry is a field, or a tuple of fields one of which must have a column (a question
+    or a prompt; the first is the one to set). Every one without a column is named in one line,
+    with the file's columns."""
+    out = {}
     for field_name, want in mapping.items():
         if not (want is None or isinstance(want, str) or
                 (isinstance(want, (list, tuple)) and all(isinstance(c, str) for c in want))):
             raise DataError(f"task.args.columns.{field_name}: expected a column name or a list of names, "
                             f"got {str(want)[:60]!r}")
-        candidates = [want] if isinstance(want, str) else list(want or [])
-        found = next((c for c in candidates if c in names), None)
+        found = next((c for c in _candidates(want) if c in names), None)
         if found is not None:
             out[field_name] = found
-        elif field_name in required:
-            missing[field_name] = f"no column for {field_name!r} (looked for {', '.join(map(repr, candidates))})"
+    missing, keys = [], []
+    for need in dict.fromkeys(required):
+        group = [f for f in (need if isinstance(need, tuple) else (need,)) if f in mapping]
+        if group and not any(f in out for f in group):
+            looked = ", ".join(repr(c) for f in group for c in _candidates(mapping[f]))
+            missing.append(f"no column for {' or '.join(map(repr, group))} (looked for {looked})")
+            keys.append(f"task.args.columns.{group[0]}")
     if missing:
-        order = [f for f in dict.fromkeys(required) if f in missing]
-        raise DataError(f"{spec}: {'; '.join(missing[f] for f in order)}; columns: {', '.join(names)}; "
-                        f"set {', '.join(f'task.args.columns.{f}' for f in order)}")
+        raise DataError(f"{shown(spec)}: {'; '.join(missing)}; columns: {', '.join(names)}; set {', '.join(keys)}")
     return out
+
+
+def _candidates(want) -> list[str]:
+    return [want] if isinstance(want, str) else list(want or [])
 
 
 def _chunk_cells(arr) -> list:
@@ -241,8 +251,13 @@ def read_rows(spec: str, columns: dict, required: Sequence[str] = (), image_fiel
     `image_root` resolves relative image paths; by default the data file's own folder. With
     `images_optional` an empty image cell is a row without images (the generic task's video rows).
     """
+    from mmrlvr.data.media_columns import unmapped_media
+
     ds = open_dataset(spec, split, cache_dir)
     cols = resolve_columns(ds.column_names, columns, spec, required)
+    keys = {k for k in columns if not k.startswith(EXTRA)}  # the task's own column keys (image, video, ...)
+    if (media := unmapped_media(ds, set(cols.values()), cols, shown(spec), keys)) is not None:
+        raise DataError(media)  # a picture column no key reads would leave every sample without it
     root = image_root
     if root is None and Path(spec).exists():
         root = str(Path(spec).parent if Path(spec).is_file() else Path(spec))
@@ -325,6 +340,12 @@ def bad_frac(max_bad_frac: float | None, n: int) -> float:
     return max(DEFAULT_BAD_FRAC, 1.0 / n) if n else DEFAULT_BAD_FRAC
 
 
+def frac_text(frac: float) -> str:
+    """A bad-row fraction as printed: three significant digits (unset over 43 rows, 1/43 is
+    0.0233, not 0.0232558)."""
+    return f"{frac:.3g}"
+
+
 def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], max_bad_frac: float,
                   keep: Sequence[int] | None = None) -> TaskSamples:
     """Turn rows into samples; report each bad row once; stop past `max_bad_frac` bad rows.
@@ -334,7 +355,7 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
     """
     if not isinstance(max_bad_frac, (int, float)) or not 0.0 <= max_bad_frac <= 1.0:  # NaN too
         raise DataError(f"task.args.max_bad_frac={max_bad_frac}: expected a fraction in [0, 1]")
-    samples, bad = {}, []
+    samples, bad, label = {}, [], shown(source)  # the user's name for rows mmrlvr.run staged
     for pos, row in enumerate(rows):
         if isinstance(row, tuple):
             bad.append({"row": row[0], "reason": row[1]})
@@ -352,23 +373,23 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
             bad.append({"row": row.index, "reason": f"malformed cell ({type(exc).__name__}: {str(exc)[:120]})"})
     n = len(rows)
     if n == 0:
-        raise DataError(f"{source}: no rows")
+        raise DataError(f"{label}: no rows")
     if not samples:  # with max_bad_frac=1 the fraction check passes, and the run divides by zero later
         first = "; ".join(f"row {b['row']}: {b['reason']}" for b in bad[:5])
-        raise DataError(f"{source}: all {n} rows are bad; first: {first}")
+        raise DataError(f"{label}: all {n} rows are bad; first: {first}")
     if len(bad) > max_bad_frac * n:
         first = "; ".join(f"row {b['row']}: {b['reason']}" for b in bad[:5])
         raise DataError(
-            f"{source}: {len(bad)} of {n} rows are bad (more than max_bad_frac={max_bad_frac:g}); first: {first}"
+            f"{label}: {len(bad)} of {n} rows are bad (more than max_bad_frac={frac_text(max_bad_frac)}); first: {first}"
         )
     positions = range(n) if keep is None else keep
     wanted = set(positions)
     skipped = [b for b in bad if b["row"] in wanted]
     for b in skipped:  # each row belongs to one split, so each bad row is reported once
-        log.warning("%s: row %d skipped: %s", source, b["row"], b["reason"])
+        log.warning("%s: row %d skipped: %s", label, b["row"], b["reason"])
     kept = [samples[p] for p in positions if p in samples]
     if not kept:
-        raise DataError(f"{source}: this split has no usable rows ({len(positions)} selected, "
+        raise DataError(f"{label}: this split has no usable rows ({len(positions)} selected, "
                         f"{len(skipped)} of them bad)" + ("; holdout_frac=0 holds out none" if not positions else ""))
     return TaskSamples(kept, skipped, source, rows=n, bad=bad, max_bad_frac=max_bad_frac)
 

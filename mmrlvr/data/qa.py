@@ -12,7 +12,7 @@ from pathlib import Path
 
 from typing import Callable
 
-from mmrlvr.data.io import BadRow, Row, bad_frac, build_samples, read_rows, split_positions
+from mmrlvr.data.io import EXTRA, BadRow, Row, bad_frac, build_samples, read_rows, split_positions
 from mmrlvr.data.prompts import PromptSpec, instruction, user_messages
 from mmrlvr.types import Sample
 
@@ -62,13 +62,14 @@ def option_list(cell) -> list[str]:
     return out
 
 
-EXTRA = "column:"  # Row.fields key prefix of the data's own columns no task field claims
 
 
 def extra_columns(spec: str, mapping: dict, cache_dir: str | None) -> dict:
-    """`mapping` plus every column it does not claim (text, numbers, lists; not images), so each
-    row's other columns reach verifiers in `sample.meta["columns"]`, as TRL passes every column."""
+    """`mapping` plus every column it does not claim (text, numbers, lists; not images or videos),
+    so each row's other columns reach verifiers in `sample.meta["columns"]`, as TRL passes every
+    column. A column of media no key claims is refused by `read_rows` (`mmrlvr.data.media_columns`)."""
     from mmrlvr.data.io import open_dataset
+    from mmrlvr.data.media_columns import media_kind
 
     ds = open_dataset(spec, cache_dir=cache_dir)
     claimed = set()
@@ -76,8 +77,7 @@ def extra_columns(spec: str, mapping: dict, cache_dir: str | None) -> dict:
         # a malformed mapping value (e.g. a number) is named by the column resolver, not here
         candidates = [want] if isinstance(want, str) else [c for c in want if isinstance(c, str)] if isinstance(want, (list, tuple)) else []
         claimed.update(next(([c] for c in candidates if c in ds.column_names), []))
-    media = {c for c, f in ds.features.items() if "Image" in repr(f) or "binary" in repr(f)}
-    return {**mapping, **{EXTRA + c: c for c in ds.column_names if c not in claimed and c not in media}}
+    return {**mapping, **{EXTRA + c: c for c in ds.column_names if c not in claimed and media_kind(ds, c) is None}}
 
 
 def split_extra(fields: dict) -> tuple[dict, dict]:

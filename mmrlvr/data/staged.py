@@ -118,3 +118,20 @@ def staged_change(old, new) -> str | None:
         if ha != hb:
             out.append(f"{WHAT[kind]} (staged {', '.join(ha) or 'none'} -> {', '.join(hb) or 'none'})")
     return "; ".join(out)
+
+
+def shown(path: str | Path) -> str:
+    """What a message calls the rows at `path`: `train_data` / `eval_data` for rows `mmrlvr.run`
+    staged (the user handed them over in memory, and never saw `.mmrlvr_inputs/train-<hash>/`),
+    else the path as given."""
+    folder = staged_folder(path)
+    if folder is None or not folder.name.startswith(("train-", "eval-")):
+        return str(path)
+    return f"{folder.name.split('-', 1)[0]}_data"
+
+
+def row_place(path: str | Path, line: int) -> str:
+    """Where a row of a JSONL file is, for a message: `file:line`, or `train_data row 3` (0-based,
+    the index in the list the user passed) for rows `mmrlvr.run` staged."""
+    label = shown(path)
+    return f"{label} row {line - 1}" if label != str(path) else f"{path}:{line}"

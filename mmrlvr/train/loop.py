@@ -19,6 +19,7 @@ from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import Config, save_config
 from mmrlvr.data.bad_rows import BadRows, max_bad_frac_setting
 from mmrlvr.data.feed import MediaStream
+from mmrlvr.data.io import TaskSamples
 from mmrlvr.data.prompts import prompt_text
 from mmrlvr.data.demos import DemoSource, DemoStrategy
 from mmrlvr.data.sources import prompt_source
@@ -96,6 +97,7 @@ def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
     # Data and model; resume from the newest checkpoint, or warm-start a fresh policy.
     bad_limit = max_bad_frac_setting(cfg.task)[0]  # rows bad at load or at decode, one limit
     train_set, eval_set, plugins = load_splits(cfg)  # only the config may name code to run
+    progress.held_out_rows = isinstance(eval_set, TaskSamples)  # rows of a file, not a synthetic draw
     with accelerator.main_process_first():  # rank 0 warm-starts and saves; the others load that
         model, processor, warm = prepare_policy(cfg, ckpt, train_set, run_dir, progress)
     masters = _placed(cfg, accelerator, model, processor, progress)
@@ -238,6 +240,7 @@ def rl_step(run: Run, step: int) -> dict:
     cfg, learner, engine, source, state = run.cfg, run.learner, run.engine, run.source, run.state
     t0 = time.perf_counter()
     # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
+    run.scorer.failures.begin_step()  # an evaluation since the last step scored items that are not this step's
     batch = collect(engine, source, run.scorer, cfg, seed=cfg.seed * 100_003 + step, step=step,  # `_generate_ahead`'s seed
                     pruner=run.pruner)
     stop_scoring_if_broken(run.scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros

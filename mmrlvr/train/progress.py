@@ -20,6 +20,9 @@ class Progress:
     def __init__(self, total_steps: int, enabled: bool = True, log_every: int = 1, plain: bool | None = None):
         """`plain`: lines instead of a bar (None: when stderr is not a terminal)."""
         self.enabled = enabled
+        # the held-out split is rows held out of a data file (not a synthetic task's own draw): only
+        # then does the small-split note's advice (eval_data, a larger holdout_frac) apply
+        self.held_out_rows = True
         self.total = total_steps
         self.log_every = max(1, int(log_every))
         self.plain = (not _is_terminal(sys.stderr)) if plain is None else plain
@@ -106,7 +109,7 @@ class Progress:
         gain = f"{100 * (after - before):+.1f} points" if name == "accuracy" else f"{after - before:+.3f}"
         self.console.print(
             f"held-out {name}: before RL {before:.3f} -> after RL {after:.3f} "
-            f"({gain}, n={summary['eval_after']['n']}){small_split_note(summary['eval_after']['n'])}; "
+            f"({gain}, n={summary['eval_after']['n']}){small_split_note(summary['eval_after']['n']) if self.held_out_rows else ''}; "
             f"run dir {summary['run_dir']}"
         )
 

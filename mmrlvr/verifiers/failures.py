@@ -48,6 +48,11 @@ class FailureCounter:
     windows: dict = field(default_factory=dict)  # spec -> [(items, failed)] of the last STOP_WINDOW steps
     _at_step: dict = field(default_factory=dict)  # spec -> (items, failed) when the step began
 
+    def begin_step(self) -> None:
+        """Start a step's window here: items scored since the last step ended (a held-out
+        evaluation between steps) are not this step's, so "failed on all N items" counts its own."""
+        self._at_step = {spec: (c.items, c.failed) for spec, c in self.counts.items()}
+
     def end_step(self, stop_share: float | None) -> str | None:
         """Close one step's window; the one line to stop with if a term failed on every item of
         this step, or on more than `stop_share` of its items over the last `STOP_WINDOW` steps
@@ -69,7 +74,7 @@ class FailureCounter:
                 why = f"on {failed} of {items} items over the last {STOP_WINDOW} steps (more than verifier_stop_share={stop_share:g})"
             else:
                 continue
-            broken = (f"reward {spec!r} failed {why} (first error: {c.first[:200]}); training on its zeros "
+            broken = (f"reward {reward_label(spec)} failed {why} (first error: {c.first[:200]}); training on its zeros "
                       "would learn nothing: fix the reward function, or set verifier_stop_share=null to only warn")
         return broken
 
@@ -90,9 +95,9 @@ class FailureCounter:
                       "it scores 0 for every answer; mmrlvr score lists such rows")
         if not c.warned and too_many(c.failed, c.items, self.share):
             c.warned = True
-            self._say(f"verifier {spec!r} failed on {c.failed} of {c.items} items "
+            self._say(f"verifier {reward_label(spec)} failed on {c.failed} of {c.items} items "
                       f"({100 * c.failed / c.items:.0f}%; first: {c.first[:160]}); its failures score 0, "
-                      "as a wrong answer would: fix the verifier or raise verifier_timeout")
+                      f"as a wrong answer would: {remedy(c.first)}")
 
     def _say(self, msg: str) -> None:
         if self.warn is not None:
@@ -105,6 +110,30 @@ class FailureCounter:
 
     def total_bad_references(self) -> int:
         return sum(c.bad_references for c in self.counts.values())
+
+
+TIMEOUTS = ("timed out after", "did not answer in time")  # failure reasons a longer verifier_timeout may cure
+
+
+def remedy(first: str) -> str:
+    """What to do about a verifier's failures: a time-out may need more time; an error it raises
+    (a KeyError, a TypeError) is its own, which no setting fixes."""
+    if any(t in first for t in TIMEOUTS):
+        return "make the verifier faster or raise verifier_timeout"
+    if first.startswith("raised "):  # "raised KeyError: 'level'"
+        return f"fix the {first[len('raised '):].split(':')[0]} the verifier raises (more time would not help)"
+    return "fix the verifier"
+
+
+def reward_label(spec: str) -> str:
+    """A reward spec as the user knows it: a callable handed to `mmrlvr.run` by its name, not the
+    staged `.mmrlvr_inputs/rewards-<hash>/rewards.py:name` it runs from."""
+    from mmrlvr.data.staged import staged_folder
+
+    path, _, name = spec.rpartition(":")
+    if path and staged_folder(path) is not None:
+        return f"{name!r} (a reward callable passed to mmrlvr.run)"
+    return repr(spec)
 
 
 def too_many(failed: int, items: int, share: float = FAIL_SHARE) -> bool:

@@ -53,3 +53,17 @@ def test_video_task_skips_a_bad_row_like_image_tasks_and_old_names_still_work(tm
     assert [s.reference for s in old] == [s.reference for s in got]
     with pytest.raises(ValueError, match="task.args.eval_frac and task.args.holdout_frac are the same setting"):
         load_task("temporal_grounding", "train", 100, 0, data=str(ann), eval_frac=0.0, holdout_frac=0.1)
+
+
+def test_the_bad_row_fraction_prints_rounded():
+    from mmrlvr.data.io import BadRow, Row, build_samples
+
+    rows = [Row(i, {}, []) for i in range(43)]
+
+    def make(row):
+        if row.index in (3, 7):
+            raise BadRow("answer is missing")
+        return row.index
+
+    with pytest.raises(DataError, match=r"^d.jsonl: 2 of 43 rows are bad \(more than max_bad_frac=0\.0233\); first: row 3"):
+        build_samples("d.jsonl", rows, make, 1 / 43)

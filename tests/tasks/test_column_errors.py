@@ -113,3 +113,13 @@ def test_a_video_task_line_that_is_not_an_object_is_named(tmp_path):
     path.write_text(json.dumps({"video": "a.mp4", "query": "q", "timestamp": [0, 1]}) + "\n[0, 1]\n")
     with pytest.raises(DataError, match=rf"task temporal_grounding \(train split\): {path}:2: not a JSON object$"):
         load_task("temporal_grounding", "train", 10, 0, data=str(path))
+
+
+def test_every_missing_column_of_a_grounding_file_shares_one_line(tmp_path):
+    path = _rows(tmp_path, [{"picture": "a.png", "caption": "the dot", "region": [1, 1, 9, 9]}], "g2.jsonl")
+    with pytest.raises(DataError) as err:
+        load_task("grounding", "train", 10, 0, data=path, cache_dir=str(tmp_path / "c"))
+    assert str(err.value).startswith(f"{path}: no column for 'image' (looked for ")
+    assert str(err.value).endswith("); no column for 'answer' or 'objects' (looked for 'answer', 'bbox', 'box', 'solution', "
+                                   "'objects'); columns: picture, caption, region; set task.args.columns.image, "
+                                   "task.args.columns.answer")

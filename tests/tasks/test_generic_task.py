@@ -68,8 +68,8 @@ def test_settings_and_columns_are_named_before_any_row_is_built(tmp_path):
     assert str(err.value).startswith("task.args.verifier='nubmer': a registered verifier; known: boxes, choice, count,")
     with pytest.raises(DataError) as err:
         load_task("generic", "train", 10, 0, data=path, verifier="number", cache_dir=str(tmp_path / "c"))
-    assert str(err.value) == (f"{path}: no column for 'prompt' or 'question' (looked for 'prompt', 'question', 'problem', "
-                              "'query'); columns: image, text, answer; set task.args.columns.question")
+    assert str(err.value) == (f"{path}: no column for 'question' or 'prompt' (looked for 'question', 'problem', "
+                              "'query', 'prompt'); columns: image, text, answer; set task.args.columns.question")
     with pytest.raises(DataError, match=r"no column for 'answer' \(looked for 'gold'\); no column for 'image' \(looked for "
                                         r"'pic'\); columns: image, text, answer; set task.args.columns.answer, task.args.columns.image"):
         load_task("generic", "train", 10, 0, data=path, verifier="number", cache_dir=str(tmp_path / "c"),
@@ -93,12 +93,12 @@ def test_a_template_that_asks_for_no_answer_format_is_named_for_the_generic_veri
     assert config_errors(cfg) == []
 
 
-def test_mmrlvr_tasks_lists_data_and_verifier_as_required(capsys):
+def test_mmrlvr_tasks_lists_data_as_required_and_verifier_unless_rewards(capsys):
     from mmrlvr.cli import main
 
     assert main(["tasks", "generic"]) == 0
     out = capsys.readouterr().out
-    assert "  data = (required)\n  verifier = (required)\n" in out and "  video_dir = None" in out
+    assert "  data = (required)\n  verifier = None (required unless rewards: score the rows)\n" in out and "  video_dir = None" in out
 
 
 def test_rows_may_mix_image_video_and_text_only(tmp_path):

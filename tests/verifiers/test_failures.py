@@ -200,3 +200,17 @@ def test_failed_frac_counts_only_verifier_failures():
                 Verdict(1.0, "correct"), Verdict(0.0, "verifier failed: NaN"), Verdict(0.0, "wrong")]
     assert failed_frac(verdicts) == 2 / 5  # two failures; a bad reference is the data's, not counted
     assert failed_frac([]) == 0.0
+
+
+def test_the_remedy_fits_the_failure_and_a_step_counts_only_its_own_items():
+    from mmrlvr.verifiers.base import failed
+    from mmrlvr.verifiers.failures import remedy
+
+    assert remedy("timed out after 5s") == "make the verifier faster or raise verifier_timeout"
+    assert remedy("its process did not answer in time") == "make the verifier faster or raise verifier_timeout"
+    assert remedy("raised KeyError: 'level'") == "fix the KeyError the verifier raises (more time would not help)"
+    counter = FailureCounter(warn=lambda msg: None)
+    counter.record("exact", [failed("raised KeyError: 'x'")] * 4)  # an evaluation before the step
+    counter.begin_step()
+    counter.record("exact", [failed("raised KeyError: 'x'")] * 16)
+    assert counter.end_step(0.5).startswith("reward 'exact' failed on all 16 items of this step")
