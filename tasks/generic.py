@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from mmrlvr.data.io import (BadRow, DataError, Row, bad_frac, build_samples, read_rows, row_file_exists,
-                             split_positions)
+from mmrlvr.data.heldout import split_positions
+from mmrlvr.data.io import BadRow, DataError, Row, bad_frac, build_samples, read_rows, row_file_exists
 from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages
 from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.video import VideoRef

@@ -37,7 +37,8 @@ import random
 import numpy as np
 from PIL import Image, ImageDraw
 
-from mmrlvr.data.io import BadRow, DataError, Row, build_samples, read_rows, split_positions
+from mmrlvr.data.heldout import split_positions
+from mmrlvr.data.io import BadRow, DataError, Row, build_samples, read_rows
 from mmrlvr.tasks._policy import bad_frac
 from mmrlvr.tasks._boxes import BOX_FORMATS, box_outside, check_box_format, parse_box, require_convention
 from mmrlvr.data.prompts import PromptSpec, instruction, prompt_spec, user_messages

@@ -1,4 +1,5 @@
-"""A word on small held-out splits, printed wherever a held-out result is.
+"""Held-out splits: which rows of a file are held out (`split_positions`), and a word on small ones,
+printed wherever a held-out result is.
 
 With 3 held-out rows (10% of a 30-row file) one answer moves accuracy by 33 points, so a "-20.0
 points" headline is noise. Below `SMALL_SPLIT` rows the result is printed with this note.
@@ -17,3 +18,21 @@ def small_split_note(n: int | None) -> str:
     # round brackets: rich (the progress console) would swallow "[...]" as markup
     return (f" (only {n} held-out rows: one answer moves accuracy by {step:.0f} points; "
             f"use eval_data or a larger holdout_frac for >= {SMALL_SPLIT})")
+
+
+def split_positions(n: int, split: str, size: int | None, seed: int, eval_data: bool,
+                    holdout_frac: float = 0.1, max_holdout: int = 512) -> list[int]:
+    """Row positions of a split: the whole file when eval has its own file, else a seeded
+    held-out slice (`holdout_frac`, at most `max_holdout`, at least one row) and the rest."""
+    import random
+
+    if split not in ("train", "eval"):
+        raise ValueError(f"unknown split {split!r}; known: train, eval")
+    order = list(range(n))
+    if eval_data:
+        chosen = order
+    else:
+        random.Random(f"holdout-{seed}").shuffle(order)
+        k = max(1, min(max_holdout, int(round(holdout_frac * n)))) if n > 1 and holdout_frac > 0 else 0
+        chosen = sorted(order[:k]) if split == "eval" else sorted(order[k:])
+    return chosen[:size] if size else chosen

@@ -393,20 +393,3 @@ def build_samples(source: str, rows: Sequence, make: Callable[[Row], Sample], ma
                         f"{len(skipped)} of them bad)" + ("; holdout_frac=0 holds out none" if not positions else ""))
     return TaskSamples(kept, skipped, source, rows=n, bad=bad, max_bad_frac=max_bad_frac)
 
-
-def split_positions(n: int, split: str, size: int | None, seed: int, eval_data: bool,
-                    holdout_frac: float = 0.1, max_holdout: int = 512) -> list[int]:
-    """Row positions of a split: the whole file when eval has its own file, else a seeded
-    held-out slice (`holdout_frac`, at most `max_holdout`, at least one row) and the rest."""
-    import random
-
-    if split not in ("train", "eval"):
-        raise ValueError(f"unknown split {split!r}; known: train, eval")
-    order = list(range(n))
-    if eval_data:
-        chosen = order
-    else:
-        random.Random(f"holdout-{seed}").shuffle(order)
-        k = max(1, min(max_holdout, int(round(holdout_frac * n)))) if n > 1 and holdout_frac > 0 else 0
-        chosen = sorted(order[:k]) if split == "eval" else sorted(order[k:])
-    return chosen[:size] if size else chosen

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from typing import Callable
 
-from mmrlvr.data.io import EXTRA, BadRow, Row, bad_frac, build_samples, read_rows, split_positions
+from mmrlvr.data.heldout import split_positions
+from mmrlvr.data.io import EXTRA, BadRow, Row, bad_frac, build_samples, read_rows
 from mmrlvr.data.prompts import PromptSpec, instruction, user_messages
 from mmrlvr.types import Sample
 
