@@ -29,7 +29,7 @@ RESUMABLE = frozenset({
     "train.steps", "train.resume", "train.resume_force", "train.log_every", "train.log_with", "train.save_every",
     "train.eval_every", "verifier_workers", "verifier_timeout", "eval.batch_size", "threads", "device",
     "output_dir",  # a run directory moved or copied elsewhere is still the same run
-    "rollout.server_url", "rollout.server_timeout",  # a restarted rollout server (new address) serves the same policy
+    "rollout.server_url", "rollout.server_timeout", "rollout.server_key",  # a restarted rollout server (new address) serves the same policy
     # the bad-row limit says when to stop, never what is trained on (a run saved with the old
     # task.max_bad_media_frac: 0.01 default resumes under the one task.max_bad_frac)
     "task.max_bad_frac", "task.max_bad_media_frac",
