@@ -100,7 +100,7 @@ class ServerRolloutEngine:
         self.synced_version = self.version  # the version of the learner's weights, after the last sync
 
     def _call(self, path: str, payload: dict | None = None, **kw) -> dict:
-        return call(self.url, path, payload, timeout=self.timeout, key=self.key, **kw)
+        return call(self.url, path, payload=payload, timeout=self.timeout, key=self.key, **kw)
 
     def _version(self, answer: dict, path: str, expected: int | None = None) -> int:
         """The policy version in `answer`: an integer >= 0, equal to `expected` when one is known; else one line."""

