@@ -29,6 +29,7 @@ the weight channel's timeout), so one caller can neither swap the policy nor hol
 
 
 import os  # no `from __future__ import annotations`: FastAPI reads the endpoints' annotations (Request) at runtime
+import signal
 import sys
 import tempfile
 import threading
@@ -220,9 +221,13 @@ def build_app(service: RolloutService, key: str):
     return Guard(app, key, service.limits.max_body)
 
 
-def key_for(args) -> str:
-    """The server's key: --api-key, MMRLVR_ROLLOUT_KEY, else generated and written to an owner-only file
-    (its path printed). Beyond loopback the key must be given; the bind is then announced as a warning."""
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def key_for(args):
+    """(key, file): --api-key, MMRLVR_ROLLOUT_KEY (file None), else generated and written to an owner-only
+    file (its path printed). Beyond loopback the key must be given; the bind is then announced as a warning."""
     from mmrlvr.config import ConfigError
 
     key, explicit = server_key(args.api_key)
@@ -232,24 +237,32 @@ def key_for(args) -> str:
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"mmrlvr rollout-server: warning: listening on {args.host}: any machine that reaches this port and "
               "holds the key can load weights into this server", file=sys.stderr, flush=True)
-    if not explicit:
-        path = write_key_file(key, args.key_file or default_key_file(args.port))
-        print(f"mmrlvr rollout-server: secret written to {path} (owner-only); give it to the trainer as "
-              "rollout.server_key or MMRLVR_ROLLOUT_KEY", file=sys.stderr, flush=True)
-    return key
+    if explicit:
+        return key, None
+    path = write_key_file(key, args.key_file or default_key_file(args.port))
+    print(f"mmrlvr rollout-server: secret written to {path} (owner-only); give it to the trainer as "
+          "rollout.server_key or MMRLVR_ROLLOUT_KEY", file=sys.stderr, flush=True)
+    return key, path
 
 
 def serve(args) -> int:
     """Build the engine, then serve until interrupted (loopback unless --host says otherwise)."""
     import uvicorn
 
-    key = key_for(args)  # refused before the model loads
-    engine = build_engine(args)
-    limits = RequestLimits(max_n=args.max_n, max_tokens=int(engine.llm.llm_engine.vllm_config.model_config.max_model_len),
-                           max_images=args.max_images, max_timeout_s=args.max_channel_timeout,
-                           max_body=int(args.max_body_mb * 2**20))
-    service = RolloutService(engine, args.model, args.dtype, host=args.host, limits=limits)
-    app = build_app(service, key)
-    print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    key, key_file = key_for(args)  # refused before the model loads
+    try:
+        engine = build_engine(args)
+        limits = RequestLimits(max_n=args.max_n,
+                               max_tokens=int(engine.llm.llm_engine.vllm_config.model_config.max_model_len),
+                               max_images=args.max_images, max_timeout_s=args.max_channel_timeout,
+                               max_body=int(args.max_body_mb * 2**20))
+        service = RolloutService(engine, args.model, args.dtype, host=args.host, limits=limits)
+        app = build_app(service, key)
+        print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+        # uvicorn re-raises a SIGTERM it caught once it has shut down: exit through the `finally` below
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        if key_file is not None:  # the generated key dies with the server: remove the file it wrote
+            key_file.unlink(missing_ok=True)
     return 0

@@ -31,10 +31,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir, log_path, *extra: str):
-    """(process, url) of a rollout server on loopback, once GET /health answers; fails with its log if it does not."""
+def start_server(model_dir, log_path, *extra: str, drop_env: tuple = ()):
+    """(process, url) of a rollout server on loopback, once GET /health answers; fails with its log if it does not.
+    `drop_env`: variables the server does not inherit (MMRLVR_ROLLOUT_KEY: it generates its key)."""
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    env = {**{k: v for k, v in os.environ.items() if k not in drop_env}, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "mmrlvr.cli", "rollout-server", "--model", str(model_dir), "--port", str(port),
            "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager", *extra]

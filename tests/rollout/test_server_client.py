@@ -92,11 +92,9 @@ class StandIn:
                 body = {"outputs": outs, "version": outer.version}
                 if outer.answer is not None:
                     body = outer.answer(body)
-                if outer.mode == "dribble":
-                    data = json.dumps(body).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
+                if outer.mode == "dribble":  # the status line and headers too, a byte at a time
+                    payload = json.dumps(body).encode()
+                    data = (f"HTTP/1.0 200 OK\r\nContent-Length: {len(payload)}\r\n\r\n").encode() + payload
                     try:
                         for i in range(len(data)):
                             self.wfile.write(data[i:i + 1])

@@ -117,12 +117,12 @@ def test_key_for_prints_where_a_generated_key_is_and_binding_beyond_loopback_nee
 
     monkeypatch.delenv("MMRLVR_ROLLOUT_KEY", raising=False)
     file = tmp_path / "k"
-    key = key_for(Namespace(api_key=None, host="127.0.0.1", port=8000, key_file=str(file)))
-    assert file.read_text() == key + "\n" and stat.S_IMODE(file.stat().st_mode) == 0o600
+    key, written = key_for(Namespace(api_key=None, host="127.0.0.1", port=8000, key_file=str(file)))
+    assert written == file and file.read_text() == key + "\n" and stat.S_IMODE(file.stat().st_mode) == 0o600
     assert f"secret written to {file} (owner-only)" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="--host 0.0.0.0 serves other machines: give the secret explicitly"):
         key_for(Namespace(api_key=None, host="0.0.0.0", port=8000, key_file=str(file)))
-    assert key_for(Namespace(api_key="chosen", host="0.0.0.0", port=8000, key_file=None)) == "chosen"
+    assert key_for(Namespace(api_key="chosen", host="0.0.0.0", port=8000, key_file=None)) == ("chosen", None)
     err = capsys.readouterr().err
     assert "warning: listening on 0.0.0.0" in err and "secret written" not in err
     assert bind_problem("::1", False) is None

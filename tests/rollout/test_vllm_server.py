@@ -153,3 +153,27 @@ def test_the_real_server_refuses_posts_without_its_key_and_requests_over_its_lim
     assert status == 400 and "timeout=10000000.0: expected seconds in (0, 3600]" in text
     status, text = _post(rollout_server, "/update_weights_upload", b"x", {**auth, "Content-Length": str(2**40)})
     assert status == 413
+
+
+def test_a_server_without_a_given_key_writes_one_owner_only_prints_where_and_removes_it_at_exit(tiny_dir, tmp_path):
+    """The generated key: its file (0600) named on stderr; it opens POSTs; the server removes it when stopped."""
+    import json
+    import re
+    import stat
+
+    from tests.rollout.conftest import KEY_ENV, start_server, stop_server
+
+    key_file = tmp_path / "keys" / "server.key"
+    log = tmp_path / "server.log"
+    proc, url = start_server(tiny_dir, log, "--key-file", str(key_file), drop_env=(KEY_ENV,))
+    try:
+        printed = re.findall(r"secret written to (\S+) \(owner-only\)", log.read_text())
+        assert printed == [str(key_file)]
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        key = key_file.read_text().strip()
+        assert _post(url, "/check_key", b"{}", {"Content-Type": "application/json"})[0] == 401
+        assert _post(url, "/check_key", b"{}", {"Content-Type": "application/json",
+                                               "Authorization": f"Bearer {key}"}) == (200, json.dumps({"ok": True}, separators=(",", ":")))
+    finally:
+        stop_server(proc)
+    assert not key_file.exists()
