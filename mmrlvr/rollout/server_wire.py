@@ -88,8 +88,9 @@ def decode_outputs(obj, n_prompts: int, group_size: int, url: str, vocab_size: i
     them, and one finite log-prob <= 0 per token. Anything else is one RolloutServerError line
     (never a crash deep in the update).
 
-    The text is decoded here from the ids (as the HF engine decodes its own), never taken from the
-    server: the reward scores exactly the tokens the learner trains on."""
+    The text is decoded here from the ids, never taken from the server: the reward scores exactly the
+    tokens the learner trains on. It is the text vLLM's detokenizer gives the colocated engine: special
+    tokens skipped, and an incomplete UTF-8 character at the end (U+FFFD after a plain decode) left out."""
 
     def bad(why: str):
         raise RolloutServerError(f"rollout server {url}: malformed /generate answer ({why})")
@@ -123,7 +124,7 @@ def decode_outputs(obj, n_prompts: int, group_size: int, url: str, vocab_size: i
             if finish is not None and not isinstance(finish, str):
                 bad(f"{where}: finish_reason must be a string or null")
             if tokenizer is not None:
-                text = tokenizer.decode(toks, skip_special_tokens=True)
+                text = tokenizer.decode(toks, skip_special_tokens=True).rstrip("\ufffd")
             group.append(SampledText(toks, text, finish, [float(x) for x in lps]))
         out.append(group)
     return out

@@ -302,6 +302,10 @@ def test_the_text_scored_is_decoded_from_the_ids_trained_on(stand_in, tiny):
     s.answer = lambda body: {**body, "outputs": [[{**c, "text": "999"} for c in o] for o in body["outputs"]]}
     out = _engine(s.url, tiny).rollout(SAMPLES, 2, RolloutConfig(max_new_tokens=4), seed=1)
     assert [c.text for c in out.completions] == ["3"] * 4  # the ids say "3" (and <|im_end|>, skipped)
+    tok = tiny[1].tokenizer
+    s.tokens = [*tok.encode("3", add_special_tokens=False), tok.convert_tokens_to_ids("â")]  # the first byte of 3
+    out = _engine(s.url, tiny).rollout(SAMPLES, 2, RolloutConfig(max_new_tokens=4), seed=1)
+    assert [c.text for c in out.completions] == ["3"] * 4  # as vLLM's detokenizer: the incomplete character left out
 
 
 def test_completions_longer_than_asked_or_with_suppressed_ids_are_one_line(stand_in, tiny):
