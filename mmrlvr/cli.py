@@ -130,6 +130,11 @@ def _cmd_tasks(args) -> int:
 def _cmd_rollout_server(args) -> int:
     import importlib.util
 
+    from mmrlvr.rollout.server_key import bind_problem, server_key
+
+    why = bind_problem(args.host, server_key(args.api_key)[1])
+    if why:  # before anything else: a server open to other machines never runs with a key nobody chose
+        raise ConfigError(f"rollout-server: {why}")
     for mod in ("vllm", "fastapi", "uvicorn"):
         if importlib.util.find_spec(mod) is None:
             raise ConfigError(f"rollout-server needs {mod} (the vLLM environment: pip install -e \".[vllm]\" on GPUs, "
@@ -156,6 +161,18 @@ def _add_rollout_server(sub) -> None:
     for flag, key in (("--min-pixels", "model.min_pixels"), ("--max-pixels", "model.max_pixels"),
                       ("--video-min-pixels", "model.video_min_pixels"), ("--video-max-pixels", "model.video_max_pixels")):
         p.add_argument(flag, type=int, default=None, help=f"training's {key}")
+    p.add_argument("--api-key", default=None,
+                   help="the secret every POST must carry (default: MMRLVR_ROLLOUT_KEY, else a new one written to "
+                        "--key-file); required with a --host other than loopback")
+    p.add_argument("--key-file", default=None,
+                   help="where a generated secret is written, owner-only (default: $XDG_RUNTIME_DIR/mmrlvr/ or "
+                        "~/.cache/mmrlvr/rollout-server-PORT.key)")
+    p.add_argument("--max-n", type=int, default=64, help="most completions per prompt in one request")
+    p.add_argument("--max-images", type=int, default=16, help="most images per prompt in one request")
+    p.add_argument("--max-body-mb", type=float, default=4096.0,
+                   help="largest request body in MiB (an uploaded weights file included), refused before it is read")
+    p.add_argument("--max-channel-timeout", type=float, default=3600.0,
+                   help="most seconds a trainer may ask the weight channel to wait (it holds the server's lock)")
     p.add_argument("--log-level", default="warning", help="uvicorn's log level")
     p.set_defaults(fn=_cmd_rollout_server)
 

@@ -1,5 +1,7 @@
 """Step time of synchronous against one-step-asynchronous rollouts with a rollout server (no timed asserts).
 
+    # one key for both sides (the server refuses every POST without it)
+    export MMRLVR_ROLLOUT_KEY="$(python -c 'import secrets; print(secrets.token_urlsafe(32))')"
     # the server, in the vLLM environment (its own core):
     VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 OMP_NUM_THREADS=1 \\
       ~/.cache/mmrlvr-vllm-venv/bin/python -m mmrlvr.cli rollout-server --model tiny --dtype float32 \\

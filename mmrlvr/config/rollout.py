@@ -38,8 +38,13 @@ class RolloutConfig:
     """vllm_server: the rollout server's address, e.g. http://127.0.0.1:8000; probed before the model loads
     (an unreachable address is one error line)."""
     server_timeout: float = 600.0
-    """vllm_server: seconds one request (a generation or a weight sync) may take before the run stops with one
-    line; the start-up probe waits at most min(10, this)."""
+    """vllm_server: seconds one request (a generation or a weight sync) may take in all, from connecting to the
+    last byte of the answer, before the run stops with one line (at most 86400); the start-up probe waits at most
+    min(10, this)."""
+    server_key: str | None = None
+    """vllm_server: the secret the rollout server requires on every POST (the one it printed the file of, or was
+    given with --api-key); null: the MMRLVR_ROLLOUT_KEY environment variable. Never written to the run's
+    config.yaml."""
     weight_sync: str = "auto"
     """vllm_server: how the weights reach the server after each update. auto (the platform chooses): a NCCL broadcast
     into the server's vLLM worker when the policy is on a GPU (as TRL and verl do), else a safetensors file in shared

@@ -42,7 +42,7 @@ def _check_server(cfg: Config) -> Iterable[str]:
         return
     why = url_problem(r.server_url)
     if why is None and _num(r.server_timeout) and r.server_timeout > 0:
-        why = probe_problem(r.server_url, timeout=min(10.0, float(r.server_timeout)))
+        why = probe_problem(r.server_url, timeout=min(10.0, float(r.server_timeout)), key=r.server_key)
     if why:
         yield _line("rollout.server_url", r.server_url, why)
 

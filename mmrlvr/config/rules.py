@@ -7,6 +7,9 @@ import math
 from typing import Any, Callable, NamedTuple
 
 
+MAX_SERVER_TIMEOUT_S = 86_400  # a day: longer is a typo (1e10 overflows the socket and store timeouts)
+
+
 class Rule(NamedTuple):
     key: str  # dotted config key; "algo.*" keys are checked after the preset fills them
     ok: Callable[[Any], bool]  # True when the value is allowed (None always is: "unset")

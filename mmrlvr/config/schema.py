@@ -389,4 +389,8 @@ def portable_model_path(raw: dict) -> dict:
 
 
 def save_config(cfg: Config, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(portable_model_path(to_dict(cfg)), sort_keys=False))
+    """Write the resolved config; the rollout server's key is left out (a secret never lands in a run directory)."""
+    d = portable_model_path(to_dict(cfg))
+    if isinstance(d.get("rollout"), dict) and d["rollout"].get("server_key") is not None:
+        d["rollout"]["server_key"] = None
+    Path(path).write_text(yaml.safe_dump(d, sort_keys=False))

@@ -20,7 +20,7 @@ from mmrlvr.config.arrol_checks import check_arrol
 from mmrlvr.config.bounds import check_bounds, check_device
 from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.config.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
-from mmrlvr.config.rules import Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
+from mmrlvr.config.rules import MAX_SERVER_TIMEOUT_S, Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
 from mmrlvr.config.rollout_checks import _check_engine, _check_episode, _check_server
 
 
@@ -70,6 +70,10 @@ RULES: list[Rule] = [
     Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
     Rule("rollout.engine", one_of(*ENGINES), "hf, vllm or vllm_server"),
     Rule("rollout.server_timeout", above(0), "a finite number of seconds > 0"),
+    Rule("rollout.server_timeout", lambda v: not _num(v) or v <= MAX_SERVER_TIMEOUT_S,
+         f"at most {MAX_SERVER_TIMEOUT_S} seconds (a day: one request's whole deadline, connect to last byte)"),
+    Rule("rollout.server_key", lambda v: v is None or (isinstance(v, str) and v.strip() != ""),
+         "the rollout server's key (text), or null for MMRLVR_ROLLOUT_KEY"),
     Rule("rollout.weight_sync", one_of("auto", "file", "upload", "broadcast"), "auto, file, upload or broadcast"),
     Rule("rollout.async_steps", lambda v: isinstance(v, int) and not isinstance(v, bool) and v in (0, 1),
          "0 (synchronous) or 1 (one step off-policy)"),

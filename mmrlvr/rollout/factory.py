@@ -36,7 +36,7 @@ def make_engine(cfg, policy, processor):
         engine = ServerRolloutEngine(cfg.rollout.server_url, processor, base.config,
                                      timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype,
                                      generation_config=getattr(base, "generation_config", None),
-                                     weight_sync=cfg.rollout.weight_sync)
+                                     weight_sync=cfg.rollout.weight_sync, key=cfg.rollout.server_key)
         engine.sync_weights(policy)  # the server starts from its directory's weights
         return engine
     raise ValueError(f"rollout.engine {kind!r} unknown; known: {', '.join(ENGINES)}")

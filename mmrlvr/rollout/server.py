@@ -13,6 +13,10 @@ server's vLLM worker when they live on a GPU, as TRL and verl do (`weight_channe
 group of its own); on the CPU they travel as one safetensors file, written to shared memory and
 loaded by path when the server is on this machine (its address is loopback), or uploaded in the
 request body otherwise. The server then resets its prefix and encoder caches.
+
+The server obeys only its trainer: every POST carries the key (`rollout.server_key` or
+MMRLVR_ROLLOUT_KEY, `server_key`), and the policy version it reports must be the one this trainer's
+own syncs made; a version that moved otherwise means another writer, and the run stops with one line.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from mmrlvr.data.collate import prompt_texts
 from mmrlvr.rollout.base import RolloutOutput
 from mmrlvr.rollout.generation import stop_token_ids, vision_token_ids
 from mmrlvr.rollout.server_http import RolloutServerError, call
+from mmrlvr.rollout.server_key import client_key
 from mmrlvr.rollout.server_wire import decode_outputs, encode_request
 from mmrlvr.rollout import weight_channel
 from mmrlvr.rollout.vllm_inputs import (
@@ -69,13 +74,14 @@ class ServerRolloutEngine:
     `synced_version` the one the last `sync_weights` made (the learner's current weights)."""
 
     def __init__(self, url: str, processor, model_config, *, timeout: float = 600.0, dtype: str | None = None,
-                 generation_config=None, weight_sync: str = "auto"):
+                 generation_config=None, weight_sync: str = "auto", key: str | None = None):
         if weight_sync not in WEIGHT_SYNCS:
             raise ValueError(f"rollout.weight_sync: expected one of {', '.join(WEIGHT_SYNCS)}, got {weight_sync!r}")
         self.weight_sync = weight_sync
         self._channel = None  # the broadcast group, opened at the first broadcast sync
         self.url = url.rstrip("/")
         self.timeout = float(timeout)
+        self.key = client_key(key)
         self.processor = processor
         tok = processor.tokenizer
         self.model_type = model_config.model_type
@@ -84,14 +90,29 @@ class ServerRolloutEngine:
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else self.stop_ids[0]
         self.vocab_size = model_vocab_size(model_config)
         self.local = urllib.parse.urlsplit(self.url).hostname in LOOPBACK
-        info = call(self.url, "/info", timeout=self.timeout)
+        info = self._call("/info")
         wrong = info_mismatches(info, model_type=self.model_type, vocab_size=self.vocab_size,
                                 suppress_ids=self.suppress_ids, pixel_kwargs=processor_kwargs(processor), dtype=dtype)
         if wrong:
             raise RolloutServerError(f"rollout server {self.url} samples from other settings than the learner ("
                                      + "; ".join(wrong) + "): start it with the training config's model.* values")
-        self.version = int(info.get("version", 0))
+        self.version = self._version(info, "/info")
         self.synced_version = self.version  # the version of the learner's weights, after the last sync
+
+    def _call(self, path: str, payload: dict | None = None, **kw) -> dict:
+        return call(self.url, path, payload=payload, timeout=self.timeout, key=self.key, **kw)
+
+    def _version(self, answer: dict, path: str, expected: int | None = None) -> int:
+        """The policy version in `answer`: an integer >= 0, equal to `expected` when one is known; else one line."""
+        v = answer.get("version")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise RolloutServerError(f"rollout server {self.url}: malformed {path} answer "
+                                     f"(version {str(v)[:40]!r} is not an integer >= 0)")
+        if expected is not None and v != expected:
+            raise RolloutServerError(
+                f"rollout server {self.url}: its policy version is {v} where this trainer's syncs make it {expected}: "
+                "another client loaded weights into it; give each run its own server (and key)")
+        return v
 
     # -------------------------------------------------------------------------------- sampling
     def generate(self, samples: Sequence[Sample], group_size: int, sampling, seed: int) -> list[Completion]:
@@ -104,9 +125,11 @@ class ServerRolloutEngine:
         requests = [encode_request(vllm_request(t, s, self.processor)) for t, s in zip(texts, samples)]
         fields = [sampling_fields(sampling, group_size, s, greedy, max_new_tokens, self.stop_ids)
                   for s in request_seeds(seed, len(samples), group_size)]
-        answer = call(self.url, "/generate", {"requests": requests, "sampling": fields}, timeout=self.timeout)
-        raw = decode_outputs(answer.get("outputs"), len(samples), group_size, self.url, self.vocab_size)
-        self.version = int(answer.get("version", self.version))
+        answer = self._call("/generate", {"requests": requests, "sampling": fields})
+        raw = decode_outputs(answer.get("outputs"), len(samples), group_size, self.url, self.vocab_size,
+                             max_tokens=fields[0]["max_tokens"] if fields else None, suppress_ids=self.suppress_ids,
+                             tokenizer=self.processor.tokenizer)
+        self.version = self._version(answer, "/generate", self.synced_version)
         out = rollout_output(self.processor, samples, raw, self.pad_id, return_logprobs)
         out.policy_version = self.version
         return out
@@ -130,9 +153,10 @@ class ServerRolloutEngine:
             import torch.distributed as dist
 
             dist.barrier()
-        if rank != 0:
-            answer = call(self.url, "/health", timeout=self.timeout)
-        self.version = self.synced_version = int(answer.get("version", self.version + 1))
+        if rank != 0:  # rank 0 checked the version its update made
+            self.version = self.synced_version = self._version(self._call("/health"), "/health")
+            return
+        self.version = self.synced_version = self._version(answer, "/update_weights", self.synced_version + 1)
 
     def _send_file(self, pairs, transport: str) -> dict:
         """One safetensors file: loaded by path from shared memory (`file`) or sent as the body (`upload`)."""
@@ -145,29 +169,52 @@ class ServerRolloutEngine:
             save_file(tensors, file)
             os.chmod(d, 0o755)  # the server may run as another user on this machine
             if transport == "file":
-                return call(self.url, "/update_weights", {"path": d}, timeout=self.timeout)
+                return self._call("/update_weights", {"path": d})
             with open(file, "rb") as f:
-                return call(self.url, "/update_weights_upload", timeout=self.timeout, data=f.read())
+                return self._call("/update_weights_upload", data=f.read())
 
     def _broadcast(self, pairs) -> dict:
         """Broadcast the tensors into the server's worker over the weight channel (opened once)."""
         device = pairs[0][1].device if pairs else "cpu"
         if self._channel is None:
             backend = weight_channel.channel_backend(device)
-            answer = call(self.url, "/weight_channel", {"backend": backend, "timeout": self.timeout},
-                          timeout=self.timeout)
+            answer = self._call("/weight_channel", {"backend": backend, "timeout": self.timeout})
+            port = answer.get("port")
+            if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+                raise RolloutServerError(f"rollout server {self.url}: malformed /weight_channel answer "
+                                         f"(port {str(port)[:40]!r} is not an integer in [1, 65535])")
             host = urllib.parse.urlsplit(self.url).hostname
-            store = weight_channel.join_store(host, int(answer["port"]), self.timeout)
-            self._channel = _alongside(lambda: call(self.url, "/weight_channel/join", {}, timeout=self.timeout),
+            store = _joined_store(self.url, host, port, self.timeout)
+            self._channel = _alongside(lambda: self._call("/weight_channel/join", {}),
                                        lambda: weight_channel.open_group(store, weight_channel.CLIENT_RANK, backend,
                                                                          self.timeout, host))[1]
         spec = weight_channel.spec_of(pairs)
         try:
-            return _alongside(lambda: call(self.url, "/update_weights_channel", {"spec": spec}, timeout=self.timeout),
+            return _alongside(lambda: self._call("/update_weights_channel", {"spec": spec}),
                               lambda: weight_channel.send(self._channel, pairs))[0]
         except BaseException:
             self._channel = None  # a broken broadcast leaves the group unusable: the next sync reopens it
             raise
+
+
+def _joined_store(url: str, host: str, port: int, timeout: float):
+    """`weight_channel.join_store` within `timeout` seconds: TCPStore's own timeout does not bound a port
+    that accepts and never speaks, so the join runs in a thread this side stops waiting for."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["store"] = weight_channel.join_store(host, port, timeout)
+        except BaseException as exc:  # noqa: BLE001 - reported below as one line
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True, name="mmrlvr-join-store")
+    thread.start()
+    thread.join(timeout)
+    if "store" in box:
+        return box["store"]
+    why = "no answer in time" if thread.is_alive() else f"{type(box['error']).__name__}: {str(box['error']).splitlines()[0][:200] if str(box['error']) else ''}"
+    raise RolloutServerError(f"rollout server {url}: the weight channel's store at {host}:{port} cannot be joined ({why})")
 
 
 def _alongside(request, local):

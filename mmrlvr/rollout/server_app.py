@@ -21,14 +21,22 @@ Endpoints (JSON):
 
 Requests are served one at a time (a lock): a weight update never lands inside a generation.
 The policy version counts weight updates since the server started (0: the directory's weights).
+
+Every POST needs the server's key (`server_key`: `Authorization: Bearer <key>`, else 401) and is
+bounded per request (`server_guard`: completions, tokens, images and their pixels, body size,
+the weight channel's timeout), so one caller can neither swap the policy nor hold the lock for long.
 """
 
 
 import os  # no `from __future__ import annotations`: FastAPI reads the endpoints' annotations (Request) at runtime
+import signal
+import sys
 import tempfile
 import threading
 
+from mmrlvr.rollout.server_guard import BodyTooLarge, Guard, RequestLimits
 from mmrlvr.rollout.server_http import SERVER_NAME
+from mmrlvr.rollout.server_key import bind_problem, default_key_file, server_key, write_key_file
 from mmrlvr.rollout.server_wire import decode_request, encode_outputs
 from mmrlvr.rollout.vllm_inputs import model_vocab_size, processor_kwargs
 
@@ -56,8 +64,10 @@ def build_engine(args):
 class RolloutService:
     """The endpoints' logic, apart from HTTP (tests drive it directly too)."""
 
-    def __init__(self, engine, model_path: str, dtype: str, host: str = "127.0.0.1"):
+    def __init__(self, engine, model_path: str, dtype: str, host: str = "127.0.0.1",
+                 limits: RequestLimits | None = None):
         self.engine = engine
+        self.limits = limits or RequestLimits()
         self.host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # gloo binds a concrete address
         self.model_path = model_path
         self.dtype = dtype
@@ -76,8 +86,10 @@ class RolloutService:
         reqs, fields = payload.get("requests"), payload.get("sampling")
         if not isinstance(reqs, list) or not isinstance(fields, list) or len(reqs) != len(fields):
             raise ValueError("expected 'requests' and 'sampling' lists of the same length")
-        prompts = [decode_request(r) for r in reqs]
-        params = [self.engine.params_from_fields(dict(f)) for f in fields]
+        self.limits.check_count("prompts in one request", len(reqs), self.limits.max_prompts)
+        checked = [self.limits.check_sampling(f) for f in fields]  # all checked before any image is decoded
+        prompts = [decode_request(r, self.limits) for r in reqs]
+        params = [self.engine.params_from_fields(f) for f in checked]
         with self.lock:
             raw = self.engine.generate_raw(prompts, params)
             return {"outputs": encode_outputs(raw), "version": self.version}
@@ -98,7 +110,7 @@ class RolloutService:
         backend = str(payload.get("backend", ""))
         if backend not in ("nccl", "gloo"):
             raise ValueError(f"backend: expected nccl or gloo, got {backend!r}")
-        timeout = float(payload.get("timeout", 600.0))
+        timeout = self.limits.timeout(payload.get("timeout", 600.0))
         self._channel = (backend, timeout)
         with self.lock:
             port = self.engine.llm.collective_rpc("mmrlvr_channel_store", args=(self.host, timeout))[0]
@@ -124,18 +136,37 @@ class RolloutService:
             return {"version": self.version}
 
     def update_from_bytes(self, data: bytes) -> dict:
-        root = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        with tempfile.TemporaryDirectory(prefix="mmrlvr-upload-", dir=root) as d:
+        d = upload_dir()
+        try:
             with open(os.path.join(d, "model.safetensors"), "wb") as f:
                 f.write(data)
             return self.update_from_dir(d)
+        finally:
+            _remove_dir(d)
 
 
-def build_app(service: RolloutService):
+def upload_dir() -> str:
+    """A private directory in shared memory (else the temp dir) for one uploaded weights file."""
+    return tempfile.mkdtemp(prefix="mmrlvr-upload-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+
+
+def _remove_dir(d: str) -> None:
+    import shutil
+
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def build_app(service: RolloutService, key: str):
+    """The FastAPI app behind `Guard` (the key on every POST, the body limit)."""
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.concurrency import run_in_threadpool
+    from fastapi.responses import JSONResponse
 
     app = FastAPI(title="mmrlvr rollout server")
+
+    @app.exception_handler(BodyTooLarge)
+    async def too_large(request, exc):
+        return JSONResponse({"detail": str(exc)}, status_code=413)
 
     async def guarded(fn, *a):
         try:
@@ -162,7 +193,18 @@ def build_app(service: RolloutService):
 
     @app.post("/update_weights_upload")
     async def update_weights_upload(request: Request):
-        return await guarded(service.update_from_bytes, await request.body())
+        d = upload_dir()  # streamed to the file, never held whole in memory; the guard stops it past the limit
+        try:
+            with open(os.path.join(d, "model.safetensors"), "wb") as f:
+                async for chunk in request.stream():
+                    f.write(chunk)
+            return await guarded(service.update_from_dir, d)
+        finally:
+            _remove_dir(d)
+
+    @app.post("/check_key")
+    def check_key():
+        return {"ok": True}  # reached only past the guard: the trainer's key is right
 
     @app.post("/weight_channel")
     async def weight_channel(request: Request):
@@ -176,18 +218,51 @@ def build_app(service: RolloutService):
     async def update_weights_channel(request: Request):
         return await guarded(service.update_from_channel, await request.json())
 
-    return app
+    return Guard(app, key, service.limits.max_body)
+
+
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def key_for(args):
+    """(key, file): --api-key, MMRLVR_ROLLOUT_KEY (file None), else generated and written to an owner-only
+    file (its path printed). Beyond loopback the key must be given; the bind is then announced as a warning."""
+    from mmrlvr.config import ConfigError
+
+    key, explicit = server_key(args.api_key)
+    why = bind_problem(args.host, explicit)
+    if why:
+        raise ConfigError(f"rollout-server: {why}")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"mmrlvr rollout-server: warning: listening on {args.host}: any machine that reaches this port and "
+              "holds the key can load weights into this server", file=sys.stderr, flush=True)
+    if explicit:
+        return key, None
+    path = write_key_file(key, args.key_file or default_key_file(args.port))
+    print(f"mmrlvr rollout-server: secret written to {path} (owner-only); give it to the trainer as "
+          "rollout.server_key or MMRLVR_ROLLOUT_KEY", file=sys.stderr, flush=True)
+    return key, path
 
 
 def serve(args) -> int:
     """Build the engine, then serve until interrupted (loopback unless --host says otherwise)."""
-    import sys
-
     import uvicorn
 
-    engine = build_engine(args)
-    service = RolloutService(engine, args.model, args.dtype, host=args.host)
-    app = build_app(service)
-    print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    key, key_file = key_for(args)  # refused before the model loads
+    try:
+        engine = build_engine(args)
+        limits = RequestLimits(max_n=args.max_n,
+                               max_tokens=int(engine.llm.llm_engine.vllm_config.model_config.max_model_len),
+                               max_images=args.max_images, max_timeout_s=args.max_channel_timeout,
+                               max_body=int(args.max_body_mb * 2**20))
+        service = RolloutService(engine, args.model, args.dtype, host=args.host, limits=limits)
+        app = build_app(service, key)
+        print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+        # uvicorn re-raises a SIGTERM it caught once it has shut down: exit through the `finally` below
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    finally:
+        if key_file is not None:  # the generated key dies with the server: remove the file it wrote
+            key_file.unlink(missing_ok=True)
     return 0

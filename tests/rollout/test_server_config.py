@@ -67,6 +67,12 @@ def test_async_steps_and_timeout_values():
     assert _server_lines(async_steps=2) == ["rollout.async_steps=2: expected 0 (synchronous) or 1 (one step off-policy)"]
     assert _server_lines(async_steps=True) == ["rollout.async_steps=True: expected 0 (synchronous) or 1 (one step off-policy)"]
     assert _server_lines(server_timeout=0) == ["rollout.server_timeout=0: expected a finite number of seconds > 0"]
+    assert _server_lines(server_timeout=1e10) == [
+        "rollout.server_timeout=10000000000.0: expected at most 86400 seconds (a day: one request's whole deadline, "
+        "connect to last byte)"]
+    assert _server_lines(server_timeout=86400) == []
+    assert _server_lines(server_key="  ") == [
+        "rollout.server_key='  ': expected the rollout server's key (text), or null for MMRLVR_ROLLOUT_KEY"]
     assert _server_lines(weight_sync="nccl") == [
         "rollout.weight_sync='nccl': expected auto, file, upload or broadcast"]
     assert _server_lines(engine="vllm_sever") == ["rollout.engine='vllm_sever': expected hf, vllm or vllm_server"]
@@ -120,3 +126,11 @@ def test_async_rollouts_without_a_correction_are_refused():
         assert [e for e in config_errors(cfg) if e.startswith("algo.")] == []
     cfg.algo.rollout_correction, cfg.rollout.async_steps = "none", 0
     assert [e for e in config_errors(cfg) if e.startswith("algo.")] == []
+
+
+def test_the_servers_key_never_lands_in_the_run_directory(tmp_path):
+    from mmrlvr.config import save_config
+
+    save_config(Config(rollout=RolloutConfig(server_key="s3cret-key")), tmp_path / "config.yaml")
+    text = (tmp_path / "config.yaml").read_text()
+    assert "s3cret-key" not in text and "server_key: null" in text

@@ -118,3 +118,62 @@ def test_a_sync_broadcast_over_the_weight_channel_reaches_the_server(engine_and_
         err = _error(engine, changed, samples)
         print(f"broadcast sync {k + 1} ({part}): sampler vs learner max |log-prob error| {err:.2e}")
         assert err < 1e-3
+
+
+def _post(url: str, path: str, body: bytes, headers: dict) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url + path, data=body, headers=headers, method="POST")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_real_server_refuses_posts_without_its_key_and_requests_over_its_limits(rollout_server, tmp_path):
+    import json
+
+    from tests.rollout.conftest import SERVER_KEY
+
+    json_type = {"Content-Type": "application/json"}
+    for auth in ({}, {"Authorization": "Bearer wrong"}):
+        for path in ("/update_weights", "/generate", "/weight_channel", "/update_weights_upload", "/check_key"):
+            status, _ = _post(rollout_server, path, json.dumps({"path": str(tmp_path)}).encode(), {**json_type, **auth})
+            assert status == 401, path
+    auth = {**json_type, "Authorization": f"Bearer {SERVER_KEY}"}
+    assert _post(rollout_server, "/check_key", b"{}", auth)[0] == 200
+    fields = {"n": 3000, "max_tokens": 8, "seed": 0}
+    status, text = _post(rollout_server, "/generate",
+                         json.dumps({"requests": [{"prompt": "hi"}], "sampling": [fields]}).encode(), auth)
+    assert status == 400 and "sampling.n=3000: expected an integer in [1, 64]" in text
+    status, text = _post(rollout_server, "/weight_channel", json.dumps({"backend": "gloo", "timeout": 1e7}).encode(), auth)
+    assert status == 400 and "timeout=10000000.0: expected seconds in (0, 3600]" in text
+    status, text = _post(rollout_server, "/update_weights_upload", b"x", {**auth, "Content-Length": str(2**40)})
+    assert status == 413
+
+
+def test_a_server_without_a_given_key_writes_one_owner_only_prints_where_and_removes_it_at_exit(tiny_dir, tmp_path):
+    """The generated key: its file (0600) named on stderr; it opens POSTs; the server removes it when stopped."""
+    import json
+    import re
+    import stat
+
+    from tests.rollout.conftest import KEY_ENV, start_server, stop_server
+
+    key_file = tmp_path / "keys" / "server.key"
+    log = tmp_path / "server.log"
+    proc, url = start_server(tiny_dir, log, "--key-file", str(key_file), drop_env=(KEY_ENV,))
+    try:
+        printed = re.findall(r"secret written to (\S+) \(owner-only\)", log.read_text())
+        assert printed == [str(key_file)]
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        key = key_file.read_text().strip()
+        assert _post(url, "/check_key", b"{}", {"Content-Type": "application/json"})[0] == 401
+        assert _post(url, "/check_key", b"{}", {"Content-Type": "application/json",
+                                               "Authorization": f"Bearer {key}"}) == (200, json.dumps({"ok": True}, separators=(",", ":")))
+    finally:
+        stop_server(proc)
+    assert not key_file.exists()
