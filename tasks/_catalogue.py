@@ -31,6 +31,14 @@ def arguments(module) -> dict:
             if n not in FIXED and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
 
+def media(module) -> tuple[str, ...]:
+    """The media a task's samples may carry ("image", "video"), from the task's own `MEDIA`: the memory
+    plan sizes a prompt's visual tokens by it, so a new video task is never planned as an image one.
+    A task of a user's package that declares none is taken for an image task."""
+    declared = getattr(module, "MEDIA", ("image",))
+    return tuple(m for m in ("image", "video") if m in declared)
+
+
 def column_keys(module) -> dict:
     """{task field: candidate columns} a task's rows are read through (empty: no data rows)."""
     return dict(getattr(module, "COLUMNS", {}) or {})

@@ -29,6 +29,8 @@ from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.data.synthetic import draw_cell_shapes, seeded_items
 from mmrlvr.types import Sample
 
+MEDIA = ("image",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('count',)  # what its samples are scored by (each sample's own verifier)
 
 COLORS = {"red": (220, 40, 40), "blue": (40, 80, 220), "green": (40, 170, 60)}

@@ -26,6 +26,8 @@ from mmrlvr.data.synthetic import png_bytes, seeded_items
 from mmrlvr.types import Sample
 from mmrlvr.verifiers.answer import parse_number
 
+MEDIA = ("image",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('choice', 'number', 'exact')  # what its samples are scored by (each sample's own verifier)
 
 COLUMNS = {

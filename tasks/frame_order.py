@@ -26,6 +26,8 @@ from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.tasks._policy import renamed
 from mmrlvr.types import Sample
 
+MEDIA = ("video",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('order',)  # what its samples are scored by (each sample's own verifier)
 
 VIDEO_EXTS = (".mp4", ".avi", ".webm", ".mkv", ".mov", ".gif")

@@ -24,6 +24,7 @@ from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.video import VideoRef
 from mmrlvr.types import Sample
 
+MEDIA = ("image", "video")  # a row may hold images or video, by its columns: the plan sizes the larger
 VERIFIERS = ()  # none of its own: task.args.verifier (or the config's rewards:) scores every row
 REQUIRED_ARGS = ("data",)  # listed as required by `mmrlvr tasks`; arg_problems names it
 ARG_NOTES = {"verifier": "None (required unless rewards: score the rows)"}  # what `mmrlvr tasks generic` shows

@@ -25,6 +25,8 @@ from mmrlvr.data.qa import LETTERS, teacher_problem, load_real, options_text, qa
 from mmrlvr.data.synthetic import png_bytes, seeded_items
 from mmrlvr.types import Sample
 
+MEDIA = ("image",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('choice', 'math')  # what its samples are scored by (each sample's own verifier)
 
 COLUMNS = {

@@ -47,6 +47,8 @@ from mmrlvr.data.synthetic import draw_shape, png_bytes, seeded_items
 from mmrlvr.types import Sample
 from mmrlvr.verifiers.grounding import family_box_format
 
+MEDIA = ("image",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('iou', 'boxes')  # what its samples are scored by (each sample's own verifier)
 
 COLUMNS = {

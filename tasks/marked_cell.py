@@ -20,6 +20,8 @@ from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.data.synthetic import draw_cell_shapes
 from mmrlvr.types import Sample
 
+MEDIA = ("image",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
 
 COLORS = {

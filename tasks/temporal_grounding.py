@@ -20,6 +20,8 @@ from mmrlvr.tasks._policy import BadRow, renamed, rows_to_samples
 from mmrlvr.tasks._rows import mapping, read_mapped_rows
 from mmrlvr.types import Sample
 
+MEDIA = ("video",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('tiou',)  # what its samples are scored by (each sample's own verifier)
 
 ANSWER_FORMAT = "Answer with the start and end time in seconds as <answer>[start, end]</answer>."

@@ -21,6 +21,8 @@ from mmrlvr.data.media import DEFAULT_FPS
 from mmrlvr.data.prompts import prompt_spec, task_messages
 from mmrlvr.types import Sample
 
+MEDIA = ("video",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ('choice',)  # what its samples are scored by (each sample's own verifier)
 
 DIRECTIONS = ("left", "right", "up", "down")

@@ -27,6 +27,8 @@ from mmrlvr.data.synthetic import seeded_items
 from mmrlvr.data.zoom import RESULT_TEXT, zoom
 from mmrlvr.types import Sample
 
+MEDIA = ("image",)  # the media its samples carry: `mmrlvr plan` sizes prompts by them
+
 VERIFIERS = ("count",)
 SUB = 28  # sub-cell px: one merged visual token of a Qwen2-VL-family model at full resolution
 ASK = "How many red dots are in the box {box}? You may zoom with <zoom>[x1, y1, x2, y2]</zoom>. Answer as <answer>N</answer>."

@@ -29,9 +29,9 @@ def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | No
     result = plan(cfg, shape, hw, prompt_text)
     result["suggestions"] = [] if result["fits"] else suggestions(cfg, shape, hw, result, prompt_text)
     notes = []
-    from mmrlvr.plan.memory import VIDEO_TASKS
+    from mmrlvr.plan.memory import task_media
 
-    if cfg.model.max_pixels is None and cfg.task.name not in VIDEO_TASKS:
+    if cfg.model.max_pixels is None and "image" in task_media(cfg.task.name):
         notes.append(f"model.max_pixels is null: planned at the processor's own bound ({result['visual_tokens']} "
                      "visual tokens an image)")
     if cfg.rollout.engine == "vllm" and cfg.rollout.vllm_sleep is not False:

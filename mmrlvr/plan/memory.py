@@ -34,7 +34,17 @@ RESERVE_GB = 1.5
 FRAGMENTATION = 0.05
 """Share of the GPU the caching allocator may hold but not use."""
 GB = 1e9
-VIDEO_TASKS = ("nextqa", "frame_order", "temporal_grounding", "video_motion")
+
+
+def task_media(name: str) -> tuple[str, ...]:
+    """The media task `name` declares (its `MEDIA`); an unknown name plans as an image task."""
+    from mmrlvr.tasks import task_module
+    from mmrlvr.tasks._catalogue import media
+
+    try:
+        return media(task_module(name))
+    except Exception:  # noqa: BLE001 - validation names an unknown or broken task; the plan only sizes
+        return ("image",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,15 +61,19 @@ class Geometry:
 def visual_tokens(cfg, s: ModelShape) -> int:
     """Visual tokens per prompt at the config's pixel limits (the most a prompt can have)."""
     per = s.pixels_per_token
-    if cfg.task.name in VIDEO_TASKS:
+    tokens = []
+    media = task_media(cfg.task.name)
+    if "video" in media:
         frames = int(cfg.task.args.get("nframes", cfg.model.video_max_frames))
         frames = min(frames, cfg.model.video_max_frames)
         pixels = cfg.model.video_max_pixels or 768 * per
         if cfg.model.video_total_pixels:
             pixels = min(pixels, cfg.model.video_total_pixels // max(frames, 1))
-        return math.ceil(frames / s.temporal_patch) * (pixels // per)
-    pixels = cfg.model.max_pixels or s.processor_max_pixels or 16384 * per  # else the Qwen processors' own bound
-    return pixels // per
+        tokens.append(math.ceil(frames / s.temporal_patch) * (pixels // per))
+    if "image" in media:
+        pixels = cfg.model.max_pixels or s.processor_max_pixels or 16384 * per  # else the Qwen processors' own bound
+        tokens.append(pixels // per)
+    return max(tokens)  # a task whose rows may hold either is planned at the larger
 
 
 def geometry(cfg, s: ModelShape, prompt_text: int = PROMPT_TEXT_TOKENS) -> Geometry:
