@@ -135,6 +135,11 @@ def _cmd_rollout_server(args) -> int:
     why = bind_problem(args.host, server_key(args.api_key)[1])
     if why:  # before anything else: a server open to other machines never runs with a key nobody chose
         raise ConfigError(f"rollout-server: {why}")
+    from mmrlvr.models.load import pickled_weights_problem
+
+    why = pickled_weights_problem(args.model)  # weights that hold code: one line before vLLM sees them
+    if why:
+        raise ConfigError(f"rollout-server: {why}")
     for mod in ("vllm", "fastapi", "uvicorn"):
         if importlib.util.find_spec(mod) is None:
             raise ConfigError(f"rollout-server needs {mod} (the vLLM environment: pip install -e \".[vllm]\" on GPUs, "

@@ -105,6 +105,25 @@ def refused_pickle(where: str, exc: Exception) -> str:
             f"({what}); weights are read with weights_only=True, so it never ran")
 
 
+def pickled_weights_problem(path: str) -> str | None:
+    """The refusal line for a local model directory whose `*.bin` weights hold code, else None.
+
+    Read the way transformers reads them (weights-only), with the tensors memory-mapped, so it costs
+    the pickle's structure, not the weights: the rollout server asks before vLLM loads the directory
+    (whose own refusal is a 138-line traceback). Legacy, unreadable files are left to the loader."""
+    local = Path(str(path)).expanduser()
+    if not local.is_dir():
+        return None
+    for file in sorted(local.glob("*.bin")):
+        try:
+            torch.load(file, weights_only=True, mmap=True, map_location="cpu")
+        except pickle.UnpicklingError as exc:
+            return refused_pickle(str(path), exc)
+        except Exception:  # noqa: BLE001 - not a zip checkpoint, truncated: the loader says what is wrong
+            continue
+    return None
+
+
 def load_policy(path_or_cfg: str | Path | ModelConfig = TINY_NAME, master_weights: bool = False):
     """Return (model, processor) through AutoModelForImageTextToText + AutoProcessor.
 

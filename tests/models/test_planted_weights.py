@@ -47,3 +47,18 @@ def test_eval_of_a_planted_checkpoint_is_one_line_and_exit_2(planted, capsys):
     assert main(["eval", "configs/quickstart.yaml", "--checkpoint", str(d), "--out", str(d.parent / "r.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "refused to load its pickled weights" in err[0] and not marker.exists()
+
+
+def test_the_rollout_server_refuses_planted_weights_before_vllm_sees_them(planted, capsys):
+    d, marker = planted
+    assert main(["rollout-server", "--model", str(d), "--port", "9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mmrlvr: error: rollout-server: model ") and "(posix.system)" in err[0]
+    assert not marker.exists()
+
+
+def test_ordinary_pickled_weights_pass_the_check(tmp_path):
+    from mmrlvr.models.load import pickled_weights_problem
+
+    torch.save({"w": torch.ones(2, 3)}, tmp_path / "pytorch_model.bin")
+    assert pickled_weights_problem(str(tmp_path)) is None and pickled_weights_problem("tiny") is None
