@@ -5,6 +5,8 @@ where the reference says the difference is ours on purpose."""
 
 import pytest
 
+from mmrlvr.types import Sample
+from mmrlvr.verifiers.base import resolve_verifier, safe_verify
 from tests.verifiers.peers import regenerate_rewards
 from tests.verifiers.peers.reward_suite import HERE, agrees, documented, load, measure, paid_more
 
@@ -43,3 +45,15 @@ def test_we_never_pay_more_than_the_peer_unless_ours_on_purpose(results):
     reasons = documented("grounding")
     paid = [k for k, (peers, ours, _) in results.items() if paid_more(peers, ours)]
     assert paid and all(reasons.get(k, "").startswith("ours on purpose") for k in paid)
+
+
+def test_with_a_threshold_we_pay_one_exactly_where_the_peers_iou_reaches_it(results):
+    """The peer's commented-out variant pays 1 for IoU over 0.5: ours with `threshold: 0.5` is that
+    indicator of the same IoU wherever both read the box (no case sits at exactly 0.5)."""
+    cases = {c["id"]: c for c in load("grounding")["cases"]}
+    both = [k for k, (peers, ours, _) in results.items() if peers["VLM-R1"] is not None and agrees(peers, ours)]
+    for k in both:
+        c = cases[k]
+        sample = Sample(k, (), c["reference"], "iou", meta={**c["meta"], "threshold": 0.5})
+        v = safe_verify(resolve_verifier("iou"), c["completion"], sample)
+        assert v.score == float(c["peers"]["VLM-R1"] > 0.5), k
