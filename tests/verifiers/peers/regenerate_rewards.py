@@ -9,13 +9,22 @@ with file and line, so `test_grounding_peer.py` and `test_temporal_peer.py` can 
     python tests/verifiers/peers/regenerate_rewards.py [--check]
 
 `--check` writes nothing and fails when a stored file differs from what this script makes now.
+`--against VLM-R1 TimeZero Temporal-R1` (three checkouts: work trees or bare git directories) takes the
+peers' own reward functions out of their files (only those functions, never their modules), runs them on
+every case and fails unless `rewards.py` gives the same score: the re-statement is checked, not trusted.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import io
 import json
+import subprocess
 import sys
+import tempfile
+import textwrap
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `tests.` importable from the repository root
@@ -126,6 +135,51 @@ def temporal_cases() -> dict:
             "cases": cases}
 
 
+def _peer_functions(checkout: Path, rel: str, names: tuple[str, ...], scope: dict) -> dict:
+    """The named functions of one peer file, defined from their own source in `scope` (the file's other
+    top-level code, its imports of torch, trl or a model included, is never run)."""
+    bare = not (checkout / rel).is_file()
+    src = (subprocess.run(["git", "--git-dir", str(checkout), "show", f"HEAD:{rel}"], check=True, capture_output=True,
+                          text=True).stdout if bare else (checkout / rel).read_text())
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            exec(textwrap.dedent(ast.get_source_segment(src, node, padded=True)), scope)  # noqa: S102 - the peer's rule itself
+    return scope
+
+
+def against(vlm_r1: Path, timezero: Path, temporal_r1: Path) -> list[str]:
+    """Ids of the cases where a peer's own function and `rewards.py` disagree."""
+    import datetime
+    import os
+    import re
+
+    from PIL import Image
+
+    base = {"re": re, "json": json, "os": os, "datetime": datetime.datetime, "Image": Image}
+    vlm = _peer_functions(vlm_r1, VLM_R1["path"], ("iou_reward",), dict(base))["iou_reward"]
+    tz = _peer_functions(timezero, TIMEZERO["path"], ("parse_timestamp_output", "iou_timestamp_reward"), dict(base))
+    tr1 = _peer_functions(temporal_r1, TEMPORAL_R1["path"], ("temporal_iou", "tvg_accuracy_reward"), dict(base))
+    wrong = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+        for c in grounding_cases()["cases"]:
+            seen, image = c["meta"]["input_size"], c["meta"]["image_size"]
+            if seen == image:  # no scaling: an image the size of a 14-pixel grid gives the same score
+                seen = image = [644, 476]
+            path = Path(tmp) / f"{image[0]}x{image[1]}.png"
+            if not path.exists():
+                Image.new("RGB", tuple(image)).save(path)
+            got = vlm([[{"content": c["completion"]}]], [f"<answer>{json.dumps(c['reference'])}</answer>"],
+                      image_grid_thw=[[1, seen[1] // 14, seen[0] // 14]], image_path=[[str(path)]])[0]
+            if abs(got - (c["peers"]["VLM-R1"] or 0.0)) > 1e-9:
+                wrong.append(f"grounding:{c['id']}")
+        for c in temporal_cases()["cases"]:
+            got_tz = tz["iou_timestamp_reward"]([c["completion"]], [c["reference"]], [1.0])[0]
+            got_tr1 = tr1["tvg_accuracy_reward"](c["completion"], c["reference"], 1.0)
+            if abs(got_tz - (c["peers"]["TimeZero"] or 0.0)) > 1e-9 or abs(got_tr1 - (c["peers"]["Temporal-R1"] or 0.0)) > 1e-9:
+                wrong.append(f"temporal:{c['id']}")
+    return wrong
+
+
 def render(data: dict) -> str:
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
@@ -133,7 +187,15 @@ def render(data: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail when a stored file differs; write nothing")
+    ap.add_argument("--against", nargs=3, type=Path, metavar=("VLM_R1", "TIMEZERO", "TEMPORAL_R1"),
+                    help="checkouts of the three peers: their own functions must give the stored scores")
     args = ap.parse_args(argv)
+    if args.against:
+        wrong = against(*args.against)
+        if wrong:
+            print(f"rewards.py differs from the peers' own code on {len(wrong)} cases: {wrong}", file=sys.stderr)
+            return 1
+        print("the peers' own functions give every stored score")
     stale = []
     for path, data in ((GROUNDING, grounding_cases()), (TEMPORAL, temporal_cases())):
         text = render(data)

@@ -19,10 +19,10 @@ TIMEZERO = {"repo": "https://github.com/www-Ye/TimeZero", "commit": "a7c3523367c
             "path": "src/open_r1/grpo_video.py", "lines": "77-121",
             "function": "parse_timestamp_output and iou_timestamp_reward",
             "licence": "Apache-2.0 (repository LICENSE.txt and the file's header)"}
-TEMPORAL_R1 = {"repo": "https://github.com/appletea233/Temporal-R1", "commit": "95045b3dbe55546b623a6873210f0b6198462caf",
-               "path": "verl/utils/reward_score/tvg.py", "lines": "4-10, 18-36",
+TEMPORAL_R1 = {"repo": "https://github.com/appletea233/Temporal-R1", "commit": "f364f6c837db5b07c6cad17dbfb99a888bb4d151",
+               "path": "verl/utils/reward_score/tvg.py", "lines": "4-10, 18-39",
                "function": "temporal_iou and tvg_accuracy_reward",
-               "licence": "no licence file in the stored snapshot; no code is copied, only the rule is re-stated"}
+               "licence": "Apache-2.0 (repository LICENSE)"}
 
 # qwen_module.py:134-135 - the answer tag (case-sensitive, lazy, the FIRST tag: re.search at :150) and the
 # box: four unsigned integers, no blank after "[" or before a comma, "]" right after the fourth.
@@ -96,7 +96,7 @@ def temporal_r1_iou(a: list[float], b: list[float]) -> float:
 
 
 def temporal_r1_reward(content: str, gt: list[float], video_length: float = 1.0) -> float | None:
-    """tvg.py:18-36: the FIRST answer tag (re.search), its whole stripped content as JSON, `float` of its
+    """tvg.py:18-39: the FIRST answer tag (re.search), its whole stripped content as JSON, `float` of its
     "start_time" and "end_time" divided by the video length (1 here: our references are in seconds, so the
     ground truth is too). None where any step raises (the peer pays 0)."""
     try:
