@@ -51,7 +51,7 @@ def order(completion: str, sample) -> Verdict:
 # one way to match each number, bounded digit and blank runs: linear on digit and space runs
 _NUM = r"[-+]?(?:\d{1,40}(?:\.\d{0,40})?|\.\d{1,40})"
 _S = r"\s{0,8}"
-_SEGMENT = re.compile(rf"({_NUM}){_S}(?:s|sec|seconds)?{_S}(?:,|-|–|to|until){_S}({_NUM})", re.I)
+_SEGMENT = re.compile(rf"({_NUM}){_S}(?:s|sec|seconds)?{_S}(?:,|-|–|to|until|and){_S}({_NUM})", re.I)
 
 
 # {"start_time": 2.5, "end_time": "7.0"}: the format Temporal-R1 and similar datasets prompt for
@@ -68,8 +68,8 @@ def _json_segment(text: str) -> tuple[float, float] | None:
 
 
 def parse_segment(text: str) -> tuple[float, float] | None:
-    """[start, end] in seconds from "[2.5, 7.0]", "from 2.5 to 7.0 seconds", "2.5 - 7.0", "2.5s - 7s",
-    "2.5, 7.0" or `{"start_time": "2.5", "end_time": "7.0"}`; None for anything else."""
+    """[start, end] in seconds from "[2.5, 7.0]", "from 2.5 to 7.0 seconds", "between 2.5 and 7.0 seconds"
+    (TimeZero's reward reads "s and e"), "2.5 - 7.0", "2.5s - 7s", "2.5, 7.0" or `{"start_time": "2.5", "end_time": "7.0"}`; None for anything else."""
     text = text[-2000:]
     if '"start_time"' in text or '"end_time"' in text:
         seg = _json_segment(text)
