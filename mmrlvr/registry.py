@@ -36,5 +36,9 @@ class Registry(Generic[F]):
     def names(self) -> list[str]:
         return sorted(self._items)
 
+    def in_order(self) -> list[str]:
+        """The names in the order they were registered: a message lists them as the code defines them."""
+        return list(self._items)
+
     def items(self) -> list[tuple[str, F]]:
         return sorted(self._items.items())

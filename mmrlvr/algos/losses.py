@@ -6,8 +6,7 @@ detached tensors (no `.item()`, so no device sync inside the loss).
 The policy losses are registered in `POLICY_LOSSES` by their `algo.importance_level` name;
 `policy_loss` looks one up. A new loss is one registered function
 `fn(logprobs, old_logprobs, advantages, mask, **options) -> (loss, stats)` (the options are
-`policy_loss`'s keywords) plus its name in the validation's `IMPORTANCE_LEVELS`
-(mmrlvr/config/validate.py; a test holds the two equal).
+`policy_loss`'s keywords); validation reads the registry's names, so nothing else lists them.
 """
 
 from __future__ import annotations

@@ -32,6 +32,12 @@ def one_of(*names: str) -> Callable[[Any], bool]:
     return lambda v: v in names
 
 
+def either(names) -> str:
+    """"a, b or c": the allowed names of a registry as a message says them."""
+    names = list(names)
+    return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
+
+
 def finite(v) -> bool:
     return _num(v)
 

@@ -16,19 +16,19 @@ from typing import Callable, Iterable, Sequence
 from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import hub_problem, model_path_problem
+from mmrlvr.config.algo_checks import _check_algo, _check_policy_loss, _check_token_weighting, policy_loss_names
 from mmrlvr.config.arrol_checks import check_arrol
 from mmrlvr.config.bounds import check_bounds, check_device
 from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.config.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
-from mmrlvr.config.rules import MAX_SERVER_TIMEOUT_S, Rule, _get, _line, _num, above, at_least, finite, one_of  # noqa: F401 - re-exported
+from mmrlvr.config.rules import MAX_SERVER_TIMEOUT_S, Rule, _get, _line, _num, above, at_least, either, finite, one_of  # noqa: F401 - re-exported
 from mmrlvr.config.rollout_checks import _check_engine, _check_episode, _check_server
+from mmrlvr.rollout.factory import ENGINE_BUILDERS, ENGINES
 
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
-ENGINES = ("hf", "vllm", "vllm_server")
-IMPORTANCE_LEVELS = ("token", "sequence")  # algo.importance_level: algos.losses.POLICY_LOSSES (a test holds them equal)
 
 RULES: list[Rule] = [
     Rule("seed", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0"),
@@ -68,7 +68,7 @@ RULES: list[Rule] = [
     Rule("rollout.temperature", above(0), "a finite number > 0"),
     Rule("rollout.top_p", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
     Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
-    Rule("rollout.engine", one_of(*ENGINES), "hf, vllm or vllm_server"),
+    Rule("rollout.engine", lambda v: v in ENGINE_BUILDERS, either(ENGINES)),
     Rule("rollout.server_timeout", above(0), "a finite number of seconds > 0"),
     Rule("rollout.server_timeout", lambda v: not _num(v) or v <= MAX_SERVER_TIMEOUT_S,
          f"at most {MAX_SERVER_TIMEOUT_S} seconds (a day: one request's whole deadline, connect to last byte)"),
@@ -89,7 +89,7 @@ RULES: list[Rule] = [
     Rule("train.steps", at_least(1), "an integer >= 1"),
     Rule("train.micro_batch_tokens", at_least(1), "an integer >= 1 (or null: split by algo.grad_accum)"),
     Rule("train.lr", above(0), "a finite number > 0"),
-    Rule("train.lr_scheduler", one_of(*SCHEDULES), " or ".join([", ".join(SCHEDULES[:-1]), SCHEDULES[-1]])),
+    Rule("train.lr_scheduler", one_of(*SCHEDULES), either(SCHEDULES)),
     Rule("train.warmup_steps", at_least(0), "an integer >= 0 (RL steps)"),
     Rule("train.weight_decay", at_least(0), "a finite number >= 0"),
     Rule("train.max_grad_norm", above(0), "a finite number > 0"),
@@ -102,7 +102,6 @@ RULES: list[Rule] = [
     Rule("algo.clip_low", lambda v: _num(v) and 0 <= v < 1, "a number in [0, 1)"),
     Rule("algo.clip_high", at_least(0), "a finite number >= 0"),
     Rule("algo.dual_clip", lambda v: _num(v) and (v == 0 or v > 1), "0 (off) or a finite number > 1"),
-    Rule("algo.importance_level", one_of(*IMPORTANCE_LEVELS), " or ".join(IMPORTANCE_LEVELS)),
     Rule("algo.norm_length", at_least(1), "an integer >= 1 (or null)"),
     Rule("algo.kl_coef", at_least(0), "a finite number >= 0"),
     Rule("algo.entropy_coef", finite, "a finite number"),
@@ -144,44 +143,18 @@ RULES: list[Rule] = [
 ]
 
 
+def __getattr__(name: str):
+    """`IMPORTANCE_LEVELS`: the registered policy losses, read when asked (the registry imports torch)."""
+    if name == "IMPORTANCE_LEVELS":
+        return policy_loss_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _check_rules(cfg: Config) -> Iterable[str]:
     for rule in RULES:
         value = _get(cfg, rule.key)
         if value is not None and not rule.ok(value):
             yield _line(rule.key, value, f"expected {rule.allowed}")
-
-
-def _check_algo(cfg: Config) -> Iterable[str]:
-    """Preset name, then the fields the preset fills (so a bad preset value is named too)."""
-    from mmrlvr.algos.advantages import ADVANTAGES
-    from mmrlvr.algos.losses import AGGREGATIONS, KL_KINDS, ROLLOUT_CORRECTIONS
-    from mmrlvr.algos.presets import PRESETS
-
-    if cfg.algo.algorithm not in PRESETS:
-        yield _line("algo.algorithm", cfg.algo.algorithm, f"one of {', '.join(sorted(PRESETS))}")
-        return
-    named = [("advantage", ADVANTAGES.names()), ("kl_kind", KL_KINDS), ("aggregation", AGGREGATIONS),
-             ("rollout_correction", ROLLOUT_CORRECTIONS)]
-    for field, known in named:
-        value = getattr(cfg.algo, field)
-        if value is not None and value not in known:
-            yield _line(f"algo.{field}", value, f"one of {', '.join(known)}")
-
-
-def _check_token_weighting(cfg: Config) -> Iterable[str]:
-    from mmrlvr.algos.token_weights import METHODS
-
-    tw = cfg.token_weighting
-    if tw.method not in METHODS:
-        yield _line("token_weighting.method", tw.method, f"one of {', '.join(METHODS.names())}")
-    else:  # a method whose settings the config cannot fill would fail at the first step, after the model loads
-        try:
-            METHODS.get(tw.method).settings(tw)
-        except AttributeError as exc:
-            yield _line("token_weighting.method", tw.method, f"a method whose settings are all token_weighting keys ({exc})")
-    coefs = [tw.tor_perception, tw.tor_reasoning, tw.tor_both, tw.tor_other]
-    if tw.method == "tor" and all(_num(c) for c in coefs) and max(coefs) <= 0:
-        yield _line("token_weighting.tor_*", coefs, "at least one coefficient > 0")
 
 
 def _check_rewards(cfg: Config) -> Iterable[str]:
@@ -346,7 +319,7 @@ def _check_limits(cfg: Config) -> Iterable[str]:
 
 
 CHECKS: list[Callable[[Config], Iterable[str]]] = [
-    _check_rules, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
+    _check_rules, _check_policy_loss, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
     _check_task_args, _check_staged_data, _check_paths, _check_limits, _check_sample_efficiency, _check_engine,
     check_bounds, _check_server, _check_episode,
 ]

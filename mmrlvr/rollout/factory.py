@@ -1,42 +1,62 @@
-"""Pick the rollout engine named by `rollout.engine`: the one place the loop learns which."""
+"""Pick the rollout engine named by `rollout.engine`: the one place the loop learns which.
+
+The engines are a registry of builders, `fn(cfg, policy, processor) -> engine`; validation reads
+its names (`ENGINES`), so a new engine is one registered builder here plus its module."""
 
 from __future__ import annotations
 
 from mmrlvr.models.wrapping import base_model
+from mmrlvr.registry import Registry
 
-ENGINES = ("hf", "vllm", "vllm_server")
+ENGINE_BUILDERS: Registry = Registry("rollout engine")
+
+
+@ENGINE_BUILDERS.register("hf")
+def _hf(cfg, policy, processor):
+    from mmrlvr.rollout.hf import HFRolloutEngine
+
+    return HFRolloutEngine(policy, processor)
+
+
+@ENGINE_BUILDERS.register("vllm")
+def _vllm(cfg, policy, processor):
+    """vLLM is imported only when chosen."""
+    from mmrlvr.models.load import resolve_model_path
+    from mmrlvr.rollout.vllm import VLLMRolloutEngine
+
+    base = base_model(policy)
+    engine = VLLMRolloutEngine(
+        resolve_model_path(cfg.model.path), processor, base.config, dtype=cfg.model.dtype,
+        gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
+        max_model_len=cfg.rollout.vllm_max_model_len, sleep=cfg.rollout.vllm_sleep, seed=cfg.seed,
+        enforce_eager=cfg.rollout.vllm_enforce_eager,
+        max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens,
+        generation_config=getattr(base, "generation_config", None),
+    )
+    engine.sync_weights(policy)  # warm-started or resumed weights differ from the directory's
+    return engine
+
+
+@ENGINE_BUILDERS.register("vllm_server")
+def _vllm_server(cfg, policy, processor):
+    """A client of `mmrlvr rollout-server`: vLLM is never imported beside training."""
+    from mmrlvr.rollout.server import ServerRolloutEngine
+
+    base = base_model(policy)
+    engine = ServerRolloutEngine(cfg.rollout.server_url, processor, base.config,
+                                 timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype,
+                                 generation_config=getattr(base, "generation_config", None),
+                                 weight_sync=cfg.rollout.weight_sync, key=cfg.rollout.server_key)
+    engine.sync_weights(policy)  # the server starts from its directory's weights
+    return engine
+
+
+ENGINES = tuple(ENGINE_BUILDERS.in_order())  # what `rollout.engine` accepts
 
 
 def make_engine(cfg, policy, processor):
-    """An engine sampling from `policy`'s current weights; vLLM is imported only when chosen (never for vllm_server)."""
+    """An engine sampling from `policy`'s current weights."""
     kind = cfg.rollout.engine
-    if kind == "hf":
-        from mmrlvr.rollout.hf import HFRolloutEngine
-
-        return HFRolloutEngine(policy, processor)
-    if kind == "vllm":
-        from mmrlvr.models.load import resolve_model_path
-        from mmrlvr.rollout.vllm import VLLMRolloutEngine
-
-        base = base_model(policy)
-        engine = VLLMRolloutEngine(
-            resolve_model_path(cfg.model.path), processor, base.config, dtype=cfg.model.dtype,
-            gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
-            max_model_len=cfg.rollout.vllm_max_model_len, sleep=cfg.rollout.vllm_sleep, seed=cfg.seed,
-            enforce_eager=cfg.rollout.vllm_enforce_eager,
-            max_num_batched_tokens=cfg.rollout.vllm_max_num_batched_tokens,
-            generation_config=getattr(base, "generation_config", None),
-        )
-        engine.sync_weights(policy)  # warm-started or resumed weights differ from the directory's
-        return engine
-    if kind == "vllm_server":
-        from mmrlvr.rollout.server import ServerRolloutEngine
-
-        base = base_model(policy)
-        engine = ServerRolloutEngine(cfg.rollout.server_url, processor, base.config,
-                                     timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype,
-                                     generation_config=getattr(base, "generation_config", None),
-                                     weight_sync=cfg.rollout.weight_sync, key=cfg.rollout.server_key)
-        engine.sync_weights(policy)  # the server starts from its directory's weights
-        return engine
-    raise ValueError(f"rollout.engine {kind!r} unknown; known: {', '.join(ENGINES)}")
+    if kind not in ENGINE_BUILDERS:
+        raise ValueError(f"rollout.engine {kind!r} unknown; known: {', '.join(ENGINES)}")
+    return ENGINE_BUILDERS.get(kind)(cfg, policy, processor)
