@@ -65,6 +65,24 @@ class Completion:
     episode: dict | None = None  # episodes: turns, what ended it, roles, each turn's text
 
 
+@dataclass(frozen=True, eq=False)
+class Group:
+    """One prompt's completions as a step trains on them. A collect strategy adds groups as this
+    record; a plain tuple in field order (the bonus left out or not) is read as one by `Group.of`,
+    so a strategy written before the record still works."""
+
+    prompt: Sample
+    completions: list[Completion]  # G_b of them; G_b may differ from rollout.group_size
+    rewards: "torch.Tensor"  # (G_b,) NaN: unscorable
+    verdicts: list[Verdict]  # G_b
+    sampler_logprobs: list  # per completion its tokens' sampler log-probs (a tensor), or None each
+    bonus: "torch.Tensor | None" = None  # (G_b,) what the strategies added inside `rewards`; None: nothing
+
+    @classmethod
+    def of(cls, group: "Group | tuple") -> "Group":
+        return group if isinstance(group, cls) else cls(*group)
+
+
 @dataclass
 class RolloutBatch:
     """One RL step's scored rollouts: everything the update needs, built once per step."""

@@ -37,7 +37,7 @@ from mmrlvr.rollout.hill import HillSettings, gold_answer, hinted_sample, hinter
 from mmrlvr.train.distributed import rank_world
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.rewards import score_completions
-from mmrlvr.types import Verdict
+from mmrlvr.types import Group, Verdict
 
 
 def hard_groups(rewards: torch.Tensor, threshold: float = POSITIVE_THRESHOLD) -> list[int]:
@@ -72,11 +72,11 @@ def reliance(engine, cfg, original, hinted_inputs: dict, ids: torch.Tensor, mask
     return (sequence_mean_logprob(without.float(), mask) - sequence_mean_logprob(with_hint.float(), mask)).cpu()
 
 
-def _group(out, rows: range, sample, rewards: torch.Tensor, verdicts: list) -> tuple:
+def _group(out, rows: range, sample, rewards: torch.Tensor, verdicts: list) -> Group:
     comps = [out.completions[i] for i in rows]
     lps = [out.sampler_logprobs[i, : len(c.token_ids)] if out.sampler_logprobs is not None else None
            for i, c in zip(rows, comps)]
-    return (sample, comps, rewards, verdicts, lps, None)
+    return Group(sample, comps, rewards, verdicts, lps)
 
 
 def _prompt_tokens(processor):

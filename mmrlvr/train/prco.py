@@ -16,6 +16,7 @@ from mmrlvr.algos.prco import leaked, utility_rewards
 from mmrlvr.rollout.prco import options, solver_sample
 from mmrlvr.train.distributed import rank_seed, rank_world
 from mmrlvr.train.rewards import score_completions
+from mmrlvr.types import Group
 
 
 def solve_captions(rnd, ctx):
@@ -42,7 +43,7 @@ def solve_captions(rnd, ctx):
         rows = out.completions[j * k: (j + 1) * k]
         lps = [lp[j * k + i, : len(c.token_ids)] if lp is not None else None for i, c in enumerate(rows)]
         r = torch.full((k,), float("nan")) if leak[j] else rewards[j]
-        extra.append((s, rows, r, verdicts[j * k: (j + 1) * k], lps))
+        extra.append(Group(s, rows, r, verdicts[j * k: (j + 1) * k], lps))
     metrics = {**{k: v for k, v in rnd.metrics.items() if not k.startswith("reward/")},
                **role_terms(rnd.metrics, metrics),
                **role_metrics(utility, rewards, leak)}

@@ -27,7 +27,7 @@ from mmrlvr.train.prco import solve_captions
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.train.temporal import temporal_contrast
-from mmrlvr.types import RolloutBatch, Sample
+from mmrlvr.types import Group, RolloutBatch, Sample
 from mmrlvr.verifiers.failures import failed_frac
 
 @dataclasses.dataclass
@@ -42,15 +42,14 @@ class Round:
     metrics: dict
     index: int  # 0 for the first round of the step
     gen_s: float = 0.0  # seconds spent generating (the rest of the round is scoring)
-    extra_groups: list = dataclasses.field(default_factory=list)
-    """Groups a strategy adds beyond the engine's (a demonstration, a hinted prompt), each
-    (prompt, completions, rewards (G_b,), verdicts, per-completion sampler log-probs or None);
-    their sizes may differ from G. They are kept (trained on) after the round's own groups."""
+    extra_groups: list[Group] = dataclasses.field(default_factory=list)
+    """Groups a strategy adds beyond the engine's (a demonstration, a hinted prompt); their sizes may
+    differ from G. They are kept (trained on) after the round's own groups."""
     bonus: torch.Tensor | None = None  # (B, G) added by strategies inside `rewards` (None: nothing)
-    replaced: dict = dataclasses.field(default_factory=dict)
+    replaced: dict[int, Group] = dataclasses.field(default_factory=dict)
     """{b: group} trained on instead of the round's group b (HiLL: the best hint's re-rollouts); the
     prompt source and statistics still hear the round's own group b."""
-    derived_groups: list = dataclasses.field(default_factory=list)
+    derived_groups: list[Group] = dataclasses.field(default_factory=list)
     """Groups a strategy made from the round's prompts (HiLL's hinter prompts): trained on after the
     round's own, never fed back to the prompt source (their prompts are not the source's)."""
 
@@ -147,14 +146,14 @@ def verifier_rewards(rnd: Round) -> torch.Tensor:
     return rnd.rewards if rnd.bonus is None else rnd.rewards - rnd.bonus
 
 
-def _groups(rnd: Round) -> list[tuple]:
-    """Per group: (prompt, completions, rewards (G,), verdicts, sampler log-probs per completion,
-    the strategies' bonus inside those rewards (G,) or None)."""
+def _groups(rnd: Round) -> list[Group]:
+    """The round's groups, one per prompt, with a strategy's replacement where it made one."""
     g = rnd.rewards.shape[1]
     lp, lengths = rnd.out.sampler_logprobs, [len(c.token_ids) for c in rnd.out.completions]
     per = [lp[i, : lengths[i]] if lp is not None else None for i in range(len(lengths))]
-    return [rnd.replaced.get(i) or (rnd.prompts[i], rnd.out.completions[i * g: (i + 1) * g], rnd.rewards[i],
-             rnd.verdicts[i * g: (i + 1) * g], per[i * g: (i + 1) * g], None if rnd.bonus is None else rnd.bonus[i])
+    return [Group.of(rnd.replaced[i]) if i in rnd.replaced else
+            Group(rnd.prompts[i], rnd.out.completions[i * g: (i + 1) * g], rnd.rewards[i],
+                  rnd.verdicts[i * g: (i + 1) * g], per[i * g: (i + 1) * g], None if rnd.bonus is None else rnd.bonus[i])
             for i in range(len(rnd.prompts))]
 
 
@@ -191,10 +190,10 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
             metrics.update(rnd.metrics)
             metrics["rollout/mixed_group_frac"] = informative_groups(rnd.rewards).float().mean().item()
         collector.add_round(rnd.keep, _groups(rnd))
-        extras += rnd.extra_groups + rnd.derived_groups
+        extras += [Group.of(grp) for grp in rnd.extra_groups + rnd.derived_groups]
         scored += [(s.id, r) for s, r in zip(rnd.prompts, verifier_rewards(rnd).tolist())]
         verdicts += rnd.verdicts
-        scored += [(grp[0].id, grp[2].tolist()) for grp in rnd.extra_groups]
+        scored += [(grp.prompt.id, grp.rewards.tolist()) for grp in map(Group.of, rnd.extra_groups)]
         all_done = all_reduce([0.0 if collector.done else 1.0], "max")[0] == 0
         if all_done or collector.rounds >= max(1, cfg.algo.max_rounds):
             break
@@ -237,26 +236,25 @@ def repeat_groups(inputs: dict, sizes: list[int]) -> dict:
                        [r for r in range(n) for _ in range(sizes[r])])
 
 
-def _batch(chosen: list[tuple], engine) -> RolloutBatch:
+def _batch(chosen: list[Group], engine) -> RolloutBatch:
     """Groups from several rounds (or of unequal size): re-encoded prompts, re-padded rows."""
-    prompts = [grp[0] for grp in chosen]
-    comps = [c for grp in chosen for c in grp[1]]
-    rewards, sizes = pad_groups([grp[2] for grp in chosen])
+    prompts = [grp.prompt for grp in chosen]
+    comps = [c for grp in chosen for c in grp.completions]
+    rewards, sizes = pad_groups([grp.rewards for grp in chosen])
     ids, mask = pad_right([c.token_ids for c in comps], engine.pad_id)
-    lps = [lp for grp in chosen for lp in grp[4]]
+    lps = [lp for grp in chosen for lp in grp.sampler_logprobs]
     sampler = None
     if all(lp is not None for lp in lps):
         sampler = torch.zeros(mask.shape, dtype=torch.float32)
         for i, lp in enumerate(lps):
             sampler[i, : len(lp)] = lp
     uneven = len(set(sizes)) > 1
-    bonuses = [grp[5] if len(grp) > 5 else None for grp in chosen]  # a strategy's extra group has none
     bonus = None
-    if any(b is not None for b in bonuses):
-        bonus = pad_groups([b if b is not None else torch.zeros_like(grp[2]) for b, grp in zip(bonuses, chosen)])[0]
+    if any(grp.bonus is not None for grp in chosen):
+        bonus = pad_groups([grp.bonus if grp.bonus is not None else torch.zeros_like(grp.rewards) for grp in chosen])[0]
     inputs = with_inserted_media(repeat_groups(encode_prompts(engine.processor, prompts), sizes), comps)
     return RolloutBatch(prompts, inputs, ids, mask, torch.tensor([c.truncated for c in comps]), rewards,
-                        [c.text for c in comps], [v for grp in chosen for v in grp[3]], {}, sampler,
+                        [c.text for c in comps], [v for grp in chosen for v in grp.verdicts], {}, sampler,
                         sizes if uneven else None, policy_mask=policy_mask_of(comps, mask.shape), bonus=bonus)
 
 
