@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Sequence
 
 from mmrlvr.config import Config
 from mmrlvr.rollout.base import RolloutEngine
@@ -18,6 +18,17 @@ from mmrlvr.train.learner import Learner
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
 from mmrlvr.train.run_state import RunState
+from mmrlvr.types import Sample
+
+if TYPE_CHECKING:  # names for the fields only: importing them here would load what the run builds lazily
+    from accelerate import Accelerator
+    from transformers import ProcessorMixin
+
+    from mmrlvr.data.feed import MediaStream
+    from mmrlvr.rollout.lagged import Lookahead
+    from mmrlvr.train.arrol_round import ArrolPruner
+    from mmrlvr.verifiers.pool import VerifierPool
+    from mmrlvr.verifiers.score import InProcessScorer
 
 
 @dataclass
@@ -26,19 +37,19 @@ class Run:
 
     cfg: Config  # resolved (presets filled in): the one config read from here on
     run_dir: Path
-    accelerator: Any
-    processor: Any
+    accelerator: Accelerator
+    processor: ProcessorMixin  # the model's processor (its `tokenizer` included)
     learner: Learner  # policy, reference, optimizer, schedule, float32 masters
     engine: RolloutEngine  # maybe wrapped by `LaggedEngine` (`rollout.async_steps`)
-    source: Any  # the decoded prompt stream (`MediaStream`, or `Lookahead` around it)
-    scorer: Any  # `VerifierPool` or `InProcessScorer`
+    source: MediaStream | Lookahead  # the decoded prompt stream (`Lookahead` around it with async rollouts)
+    scorer: VerifierPool | InProcessScorer
     state: RunState
     log: MetricsWriter
     progress: Progress
-    eval_set: Any
-    eval_terms: Any  # the reward terms evaluation reports
+    eval_set: Sequence[Sample]  # the held-out rows (`TaskSamples` from a file, or a synthetic draw)
+    eval_terms: list[tuple[str, float]]  # (verifier, weight): the reward terms evaluation reports
     bad_limit: float | None  # task.max_bad_frac (rows bad at load or at decode, one limit)
-    pruner: Any = None  # arrol's quality head (None when off)
+    pruner: ArrolPruner | None = None  # arrol's quality head (None when off)
     t_start: float = 0.0  # perf_counter at launch, for the summary's wall time
 
     @property
