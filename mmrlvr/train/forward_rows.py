@@ -1,15 +1,18 @@
 """How the learner's forwards over a batch read it, and which rows each one runs.
 
 `LogprobOptions` is what those forwards take instead of the whole config (the sampler's temperature
-and suppressed ids, the forward's memory options, the token budget); `forward_rows` applies
-`micro_batches`' packing to a real batch and model (how the model's forward pays for the prompt, a
-warning for a row above the budget, and padding to the longest rank's count under several
-processes so collectives stay in step)."""
+and suppressed ids, the forward's memory options, the token budget). `split_rows` is the one way
+the token budget reaches `micro_batches`' packing: every forward (the update's micro-batches, the
+old and reference log-probs, the token signals) asks it which rows each pass runs, and `in_step`
+pads a rank's passes with the one empty pass, `[]`, so that collectives stay in step.
+`forward_rows` is that for the no-grad forwards over a real batch and model (how the model's
+forward pays for the prompt)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from mmrlvr.models.patches.options import PLAIN, ForwardOptions
 from mmrlvr.models.wrapping import base_model
@@ -71,17 +74,38 @@ def warn_over_budget(lengths: RowLengths, micros: list, budget: int) -> None:
             "the budget; raise the budget or lower rollout.max_new_tokens / model.max_pixels", budget, worst, lengths.width)
 
 
-def forward_rows(model, batch: RolloutBatch, opts: LogprobOptions, micro: int | None = None) -> list[list[int] | None]:
-    """Rows of each no-grad forward over the whole batch: `micro` consecutive rows at a time
-    (default all), or packed by `train.micro_batch_tokens`. With a budget and several processes,
-    None entries pad the list to the longest rank's (a forward whose result nobody reads)."""
+def split_rows(rows: Sequence[int], budget: int | None, lengths: Callable[[], RowLengths],
+               by_count: Callable[[Sequence[int]], list[list[int]]]) -> list[list[int]]:
+    """The rows of each forward over `rows`: the one splitter every learner forward uses.
+
+    `budget` is `train.micro_batch_tokens`, and None is the one value that means "no budget": then
+    `by_count(rows)` splits them by count (the update: `algo.grad_accum` shares dealt round-robin;
+    the no-grad forwards: consecutive rows). With a budget, rows are packed within it
+    (`micro_batches.pack_rows`, the costs from `lengths()`, read only then), and a row that alone
+    computes more is reported once. No pass is empty here: `in_step` adds those."""
+    if budget is None:
+        return by_count(rows)
+    costs = lengths()
+    passes = pack_rows(costs, rows, budget)
+    warn_over_budget(costs, passes, budget)
+    return passes
+
+
+def in_step(passes: list[list[int]], count: int) -> list[list[int]]:
+    """`passes` padded to `count` with empty passes, `[]` (the one way to write one): a rank with no
+    rows left runs its cheapest row at zero weight, so every rank makes as many forwards (DDP's and
+    sharded weights' collectives stay in step)."""
+    return passes + [[] for _ in range(count - len(passes))]
+
+
+def forward_rows(model, batch: RolloutBatch, opts: LogprobOptions, micro: int | None = None) -> list[list[int]]:
+    """Rows of each no-grad forward over the whole batch (`split_rows`): `micro` consecutive rows at
+    a time (default all), or packed by `train.micro_batch_tokens`. With a budget and several
+    processes, padded (`in_step`) to the longest rank's count (a forward whose result nobody reads)."""
     n = batch.completion_ids.shape[0]
     budget = opts.micro_batch_tokens
-    if budget is None:
-        return consecutive(n, micro or n)
-    lengths = batch_lengths(model, batch, opts)
-    chunks: list = pack_rows(lengths, range(n), budget)
-    warn_over_budget(lengths, chunks, budget)
-    if rank_world()[1] > 1:
-        chunks += [None] * (int(all_max(len(chunks))) - len(chunks))
+    chunks = split_rows(range(n), budget, lambda: batch_lengths(model, batch, opts),
+                        lambda rows: consecutive(len(rows), micro or n))
+    if budget is not None and rank_world()[1] > 1:
+        chunks = in_step(chunks, int(all_max(len(chunks))))
     return chunks

@@ -35,9 +35,9 @@ from mmrlvr.data.collate import select_rows
 from mmrlvr.train.distributed import (
     all_max, all_reduce, dummy_vision_pass, rank_world, vision_needs_all_ranks,
 )
-from mmrlvr.train.micro_batches import RowLengths, forward_tokens, pack_rows, split_evenly
+from mmrlvr.train.micro_batches import RowLengths, forward_tokens, split_evenly
 from mmrlvr.train.forward_rows import (  # noqa: F401 - re-exported
-    LogprobOptions, batch_lengths, cheapest_row, forward_rows, warn_over_budget,
+    LogprobOptions, batch_lengths, cheapest_row, forward_rows, in_step, split_rows, warn_over_budget,
 )
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.nonfinite import NonFiniteUpdateError
@@ -107,14 +107,14 @@ def batch_logprobs(model, batch: RolloutBatch, opts: LogprobOptions, micro: int 
     rows as `train.micro_batch_tokens` allows (`forward_rows`)."""
     chunks = forward_rows(model, batch, opts, micro)
     n = batch.completion_ids.shape[0]
-    spare = [cheapest_row(batch_lengths(model, batch, opts), range(n))] if None in chunks else None
+    spare = [cheapest_row(batch_lengths(model, batch, opts), range(n))] if [] in chunks else None
     out = None
     for rows in chunks:
-        take = rows or spare  # None: this rank is done; one row's forward keeps the collectives in step
+        take = rows or spare  # []: this rank is done; one row's forward keeps the collectives in step
         if not _has_media(batch, take) and vision_needs_all_ranks(model, grad=False):
             dummy_vision_pass(model)  # sharded weights: the all-gather needs every rank
         lp = rows_logprobs(model, batch, take, opts)[0]
-        if rows is None:
+        if not rows:
             continue
         if out is None:
             out = lp.new_zeros(batch.completion_ids.shape)
@@ -266,17 +266,14 @@ class Learner:
                 "actor/nonfinite_skipped": float(skipped)}
 
     def micro_batches(self, rows: list[int], lengths: RowLengths) -> list[list[int]]:
-        """One mini-batch's rows to update -> its micro-batches: `algo.grad_accum` equal shares, or
-        packed within `train.micro_batch_tokens` (`micro_batches.pack_rows`). Under several
-        processes padded with [] (zero-weight passes) to what every rank runs: grad_accum, or the
-        most any rank's budget needs."""
-        budget, world = self.cfg.train.micro_batch_tokens, rank_world()[1]
-        micros = split_evenly(rows, self.algo.grad_accum) if budget is None else pack_rows(lengths, rows, budget)
-        if budget is not None:
-            warn_over_budget(lengths, micros, budget)
+        """One mini-batch's rows to update -> its micro-batches (`split_rows`): `algo.grad_accum`
+        equal shares, or packed within `train.micro_batch_tokens`. Under several processes padded
+        with empty passes (`in_step`) to what every rank runs: grad_accum, or the most any rank's
+        budget needs."""
+        budget, world = self.read.micro_batch_tokens, rank_world()[1]
+        micros = split_rows(rows, budget, lambda: lengths, lambda r: split_evenly(r, self.algo.grad_accum))
         if world > 1:
-            passes = self.algo.grad_accum if budget is None else int(all_max(len(micros)))
-            micros += [[] for _ in range(passes - len(micros))]
+            micros = in_step(micros, self.algo.grad_accum if budget is None else int(all_max(len(micros))))
         return micros
 
     def _stepped(self):

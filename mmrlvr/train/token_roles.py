@@ -20,7 +20,8 @@ from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, t
 from mmrlvr.data.collate import select_rows
 from mmrlvr.train.signals import compute_signals
 from mmrlvr.train.learner import micro_rows, one_forward_update
-from mmrlvr.train.micro_batches import pack_rows, row_lengths
+from mmrlvr.train.forward_rows import split_rows
+from mmrlvr.train.micro_batches import consecutive, row_lengths
 
 DIAGNOSTIC_SIGNALS = ("entropy", "visual_dependency")
 DEPENDENT = 1e-3  # visual dependency above which a token counts as image-dependent (|delta logp| > ~0.045)
@@ -153,13 +154,13 @@ def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: 
     Each rank runs its own number of them (no collective: the policy here is the unwrapped one)."""
     tw = cfg.token_weighting
     inputs, mask = select_rows(batch.prompt_inputs, rows), batch.completion_mask[rows]
-    budget = cfg.train.micro_batch_tokens
-    chunks = None if budget is None else pack_rows(row_lengths(inputs, mask, shared=False), range(len(rows)), budget)
+    chunks = split_rows(range(len(rows)), cfg.train.micro_batch_tokens, lambda: row_lengths(inputs, mask, shared=False),
+                        lambda r: consecutive(len(r), micro_rows(len(rows), algo)))
     return compute_signals(
         model, inputs, batch.completion_ids[rows], mask,
         sorted(needs), valid=signal_mask(batch, rows), temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob=tw.corrupt_prob,
         seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
-        chunk_rows=micro_rows(len(rows), algo), clean=clean, chunks=chunks,
+        clean=clean, chunks=chunks,
         kawhi_layers=tw.kawhi_layers, kawhi_heads=tw.kawhi_heads, kawhi_region_frac=tw.kawhi_region_frac,
     )
 
