@@ -31,11 +31,15 @@ def arguments(module) -> dict:
             if n not in FIXED and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
 
-def media(module) -> tuple[str, ...]:
+def media(module, args: dict | None = None) -> tuple[str, ...]:
     """The media a task's samples may carry ("image", "video"), from the task's own `MEDIA`: the memory
     plan sizes a prompt's visual tokens by it, so a new video task is never planned as an image one.
-    A task of a user's package that declares none is taken for an image task."""
+    A task whose rows may hold either says which its arguments select (`media_for(args)`). A task of a
+    user's package that declares none is taken for an image task."""
     declared = getattr(module, "MEDIA", ("image",))
+    chooser = getattr(module, "media_for", None)
+    if args is not None and callable(chooser):
+        declared = [m for m in chooser(args) if m in declared] or declared
     return tuple(m for m in ("image", "video") if m in declared)
 
 

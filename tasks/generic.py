@@ -24,7 +24,16 @@ from mmrlvr.data.qa import extra_columns, split_extra
 from mmrlvr.data.video import VideoRef
 from mmrlvr.types import Sample
 
-MEDIA = ("image", "video")  # a row may hold images or video, by its columns: the plan sizes the larger
+MEDIA = ("image", "video")  # a row may hold images or video, by its columns (`media_for` says which a config plans)
+
+
+def media_for(args: dict) -> tuple[str, ...]:
+    """The media `mmrlvr plan` sizes for these task arguments, without reading the rows: video when the
+    config maps a video column or names a video folder, images when it maps an image column or maps
+    neither (the rows of a file with both are planned at the larger)."""
+    cols = args.get("columns") if isinstance(args.get("columns"), dict) else {}
+    video = bool(cols.get("video") or args.get("video_dir"))
+    return tuple(k for k, on in (("image", bool(cols.get("image")) or not video), ("video", video)) if on)
 VERIFIERS = ()  # none of its own: task.args.verifier (or the config's rewards:) scores every row
 REQUIRED_ARGS = ("data",)  # listed as required by `mmrlvr tasks`; arg_problems names it
 ARG_NOTES = {"verifier": "None (required unless rewards: score the rows)"}  # what `mmrlvr tasks generic` shows

@@ -31,7 +31,7 @@ def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | No
     notes = []
     from mmrlvr.plan.memory import task_media
 
-    if cfg.model.max_pixels is None and "image" in task_media(cfg.task.name):
+    if cfg.model.max_pixels is None and "image" in task_media(cfg.task.name, cfg.task.args):
         notes.append(f"model.max_pixels is null: planned at the processor's own bound ({result['visual_tokens']} "
                      "visual tokens an image)")
     if cfg.rollout.engine == "vllm" and cfg.rollout.vllm_sleep is not False:

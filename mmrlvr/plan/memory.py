@@ -36,13 +36,14 @@ FRAGMENTATION = 0.05
 GB = 1e9
 
 
-def task_media(name: str) -> tuple[str, ...]:
-    """The media task `name` declares (its `MEDIA`); an unknown name plans as an image task."""
+def task_media(name: str, args: dict | None = None) -> tuple[str, ...]:
+    """The media task `name` declares (its `MEDIA`, narrowed by `args` where the task says how); an
+    unknown name plans as an image task."""
     from mmrlvr.tasks import task_module
     from mmrlvr.tasks._catalogue import media
 
     try:
-        return media(task_module(name))
+        return media(task_module(name), dict(args or {}))
     except Exception:  # noqa: BLE001 - validation names an unknown or broken task; the plan only sizes
         return ("image",)
 
@@ -62,7 +63,7 @@ def visual_tokens(cfg, s: ModelShape) -> int:
     """Visual tokens per prompt at the config's pixel limits (the most a prompt can have)."""
     per = s.pixels_per_token
     tokens = []
-    media = task_media(cfg.task.name)
+    media = task_media(cfg.task.name, cfg.task.args)
     if "video" in media:
         frames = int(cfg.task.args.get("nframes", cfg.model.video_max_frames))
         frames = min(frames, cfg.model.video_max_frames)
@@ -73,7 +74,7 @@ def visual_tokens(cfg, s: ModelShape) -> int:
     if "image" in media:
         pixels = cfg.model.max_pixels or s.processor_max_pixels or 16384 * per  # else the Qwen processors' own bound
         tokens.append(pixels // per)
-    return max(tokens)  # a task whose rows may hold either is planned at the larger
+    return max(tokens)  # a task whose rows may hold either (as configured) is planned at the larger
 
 
 def geometry(cfg, s: ModelShape, prompt_text: int = PROMPT_TEXT_TOKENS) -> Geometry:

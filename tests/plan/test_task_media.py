@@ -27,13 +27,16 @@ def test_every_task_declares_the_media_its_samples_carry(name):
     assert carried and carried <= set(module.MEDIA)
 
 
-def test_a_video_task_is_planned_by_its_frames_and_generic_at_the_larger():
+def test_a_video_task_is_planned_by_its_frames_and_generic_by_its_columns():
     shape = model_shape("Qwen/Qwen2.5-VL-3B-Instruct")  # 28 x 28 pixels a visual token, 2 frames a temporal patch
     cfg = load_config(None, ["model.path=Qwen/Qwen2.5-VL-3B-Instruct", "model.max_pixels=200704",
                              "model.video_max_frames=16", "model.video_max_pixels=100352"])
     image, video = 200704 // 784, 16 // 2 * (100352 // 784)  # 256 and 8 x 128 = 1024
     assert visual_tokens(cfg, shape) == image  # the default task, counting: images
-    for name, expected in (("video_motion", video), ("nextqa", video), ("generic", max(image, video))):
-        cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, name=name))
-        assert visual_tokens(cfg, shape) == expected, name
+    for name, args, expected in (("video_motion", {}, video), ("nextqa", {}, video), ("generic", {}, image),
+                                 ("generic", {"columns": {"video": "clip"}}, video),
+                                 ("generic", {"video_dir": "clips"}, video),
+                                 ("generic", {"columns": {"image": "photo", "video": "clip"}}, max(image, video))):
+        cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, name=name, args=args))
+        assert visual_tokens(cfg, shape) == expected, (name, args)
     assert task_media("no_such_task") == ("image",)
