@@ -16,7 +16,7 @@ from mmrlvr.config import RolloutConfig
 from tests.rollout.conftest import main_env_only
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.lagged import LaggedEngine, Lookahead
-from tests.rollout.test_server_client import SAMPLES, _engine, _info, _tokens, stand_in  # noqa: F401 - fixture
+from tests.rollout.test_server_client import KEY, SAMPLES, _engine, _info, _tokens, stand_in  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,8 @@ def test_a_three_step_async_run_is_one_step_off_policy(stand_in, tmp_path):
     model, processor = load_policy("tiny")
     s.info, s.tokens = _info(model, processor), _tokens(processor)
     run = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # the trainer holds the stand-in server's key as a user would: in the environment
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MMRLVR_ROLLOUT_KEY": KEY}
     proc = subprocess.run([sys.executable, "-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", "model.dtype=float32",
                            "rollout.engine=vllm_server", f"rollout.server_url={s.url}", "rollout.async_steps=1",
                            "warm_start.steps=0", "train.steps=3", "task.eval_size=4", "rollout.prompts_per_step=2",
