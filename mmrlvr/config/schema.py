@@ -181,7 +181,7 @@ class TrainConfig:
     forward, instead of SDPA making and keeping one per layer (`mmrlvr.models.patches.attention_mask`): the same
     numbers bit for bit, in the update and the supervised warm start; false: one copy per layer."""
     padding_free: bool = False
-    """Each learner forward (update, reference, pi_old, entropy) runs its micro-batch as one packed sequence of the rows'
+    """Each learner log-prob forward (update, reference, pi_old) runs its micro-batch as one packed sequence of the rows'
     real tokens, the attention kept inside each row (`mmrlvr.models.packing`); it replaces prompt_once's forward. Qwen2-VL,
     Qwen2.5-VL, Qwen3-VL with sdpa or eager attention; refused for other families and flash_attention_2."""
     micro_batch_tokens: int | None = None

@@ -26,7 +26,7 @@ class ForwardOptions:
     def of(cls, train) -> "ForwardOptions":
         """From a `TrainConfig` (`cfg.train`)."""
         return cls(bool(train.prompt_once), bool(train.chunked_head), bool(train.recompute_mlp),
-                   bool(train.mask_once), bool(train.recompute_norm), bool(getattr(train, "padding_free", False)))
+                   bool(train.mask_once), bool(train.recompute_norm), bool(train.padding_free))
 
 
 PLAIN = ForwardOptions()
