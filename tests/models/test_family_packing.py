@@ -111,3 +111,21 @@ def test_other_families_are_refused_in_one_line(model_type, family_policy):
         completion_logprobs(model, inputs, ids, mask, padding_free=True)
     assert str(err.value) == (f"train.padding_free=true: the {model_type} family is not checked for packed rows "
                               f"(packed: qwen2_vl, qwen2_5_vl, qwen3_vl); set train.padding_free: false")
+
+
+def test_a_completion_mask_with_holes_runs_the_padded_forward(family_policy):
+    """An episode's mask that leaves out tokens inside a completion cannot be packed (the packed row
+    would drop them, the padded forward only hides them): that micro-batch runs padded, same numbers."""
+    model, processor = family_policy("qwen2_5_vl")
+    engine, inputs, ids, mask = _rows(model, processor, "image")
+    mask[2, 3] = 0  # a hole after 3 tokens of a 10-token completion
+    fed = []
+    handle = model.register_forward_pre_hook(lambda _m, _a, kw: fed.append(tuple(kw["input_ids"].shape)), with_kwargs=True)
+    try:
+        with torch.no_grad():
+            packed = completion_logprobs(model, inputs, ids, mask, padding_free=True)[0]
+            padded = completion_logprobs(model, inputs, ids, mask)[0]
+    finally:
+        handle.remove()
+    assert fed == [(len(ROWS), inputs["input_ids"].shape[1] + ids.shape[1])] * 2
+    assert torch.equal(packed, padded)
