@@ -1,7 +1,8 @@
 """Padding-free forwards (`train.padding_free`, `mmrlvr.models.packing`) against the padded joined
 forward in the tiny Qwen families: per-token log-probs, entropies and the parameter gradient of a
-loss with per-row weights, with text only, one image, two images in one prompt, and video; prompts of
-different lengths (left padding) and completions of mixed lengths. The other families refuse."""
+loss with per-row weights, with text only, one image, two images in one prompt, video, and these
+mixed in one micro-batch; prompts of different lengths (left padding) and completions of mixed
+lengths. The other families refuse."""
 
 from __future__ import annotations
 
@@ -44,7 +45,10 @@ def text_only(samples):
 
 
 PROMPTS = {"text": lambda: text_only(mixed_prompts("image")), "image": lambda: mixed_prompts("image"), "two_images": lambda: two_images_first(mixed_prompts("image")),
-           "video": lambda: mixed_prompts("video")}
+           "video": lambda: mixed_prompts("video"),
+           # one micro-batch of a two-image row, a text-only row and a one-image row
+           "mixed": lambda: [two_images_first(mixed_prompts("image"))[0], text_only(mixed_prompts("image"))[1],
+                             mixed_prompts("image")[2]]}
 
 
 def _rows(model, processor, media):
