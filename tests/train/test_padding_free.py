@@ -97,3 +97,38 @@ def test_settings_that_cannot_pack_are_one_line_each(capsys):
         assert capsys.readouterr().err.strip().splitlines() == [
             f"mmrlvr: error: train.padding_free=true: {why}; set train.padding_free: false"]
     assert main(["validate", "configs/quickstart.yaml", "model.path=tiny:gemma3"]) == 0  # off: nothing checked
+
+
+def test_token_signals_forwards_pack_except_the_probed_ones(tiny):
+    """Entropy and visual dependency (the clean and the corrupted log-prob forwards) run packed with
+    the padded numbers; visual similarity, read from hooks on the (rows, positions) hidden states,
+    keeps its padded forward."""
+    from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts
+    from mmrlvr.tasks import load_task
+    from mmrlvr.train.signals import black_fill, compute_signals
+    from mmrlvr.train.sft import target_ids
+
+    model, processor = tiny
+    samples = load_task("counting", "train", 3, 0)
+    inputs = repeat_prompts(encode_prompts(processor, samples), 2)
+    ids, mask = pad_right([t for t in target_ids(processor.tokenizer, samples) for _ in range(2)],
+                          processor.tokenizer.pad_token_id)
+    mask[1, -3:] = 0  # a shorter completion
+    ids = ids.masked_fill(mask == 0, processor.tokenizer.pad_token_id)
+    fed: list[tuple[int, ...]] = []
+    handle = model.register_forward_pre_hook(lambda _m, _a, kw: fed.append(tuple(kw["input_ids"].shape)), with_kwargs=True)
+    kw = dict(corrupt_prob=0.5, seed=11, fill=black_fill(processor), temperature=0.7)
+    try:
+        padded = compute_signals(model, inputs, ids, mask, ["entropy", "visual_dependency"], **kw)
+        fed.clear()
+        packed = compute_signals(model, inputs, ids, mask, ["entropy", "visual_dependency"], padding_free=True, **kw)
+        real = int(inputs["attention_mask"].sum() + mask.sum())
+        assert fed == [(1, real), (1, real)]  # the clean forward, then the corrupted one
+        fed.clear()
+        compute_signals(model, inputs, ids, mask, ["visual_similarity"], padding_free=True, **kw)
+        assert fed == [(6, inputs["input_ids"].shape[1] + ids.shape[1])]
+    finally:
+        handle.remove()
+    for name in ("entropy", "visual_dependency"):
+        assert padded[name].abs().sum() > 0
+        torch.testing.assert_close(packed[name], padded[name], rtol=0, atol=1e-4)
