@@ -132,3 +132,18 @@ def test_token_signals_forwards_pack_except_the_probed_ones(tiny):
     for name in ("entropy", "visual_dependency"):
         assert padded[name].abs().sum() > 0
         torch.testing.assert_close(packed[name], padded[name], rtol=0, atol=1e-4)
+
+
+def test_packed_rows_cost_their_real_tokens_by_hand():
+    """Prompts of 5, 3, 6 real tokens at width 6, completions of 2, 4, 1: padded, rows 0-1 cost
+    2 x (6 + 4) = 20 for 14 real tokens; packed, 7 + 7 = 14 for 14. A budget of 15, rows taken
+    longest completion first (1, 0, 2): packed, rows 1 and 0 fit together (14) and row 2 would make
+    21; padded, 1 and 0 make 20 and 0 and 2 make 2 x (6 + 2) = 16, so each row runs alone."""
+    from mmrlvr.train.micro_batches import RowLengths, pack_rows
+
+    padded = RowLengths((2, 4, 1), (5, 3, 6), (0, 1, 2), 6, False)
+    packed = RowLengths((2, 4, 1), (5, 3, 6), (0, 1, 2), 6, False, True)
+    assert forward_tokens(padded, [0, 1]) == (20, 14)
+    assert forward_tokens(packed, [0, 1]) == (14, 14)
+    assert pack_rows(padded, [0, 1, 2], 15) == [[1], [0], [2]]
+    assert pack_rows(packed, [0, 1, 2], 15) == [[0, 1], [2]]
