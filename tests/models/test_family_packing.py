@@ -102,10 +102,12 @@ def test_the_packed_forward_equals_the_padded_one(model_type, media, chunked_hea
     assert any("vis" in n for n in g_ref) or media == "text"
 
 
-def test_a_row_never_sees_the_row_packed_before_it(family_policy):
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_a_row_never_sees_the_row_packed_before_it(family_policy, attention):
     """The last row's log-probs are the same whatever row is packed before it (causal attention
-    across rows would let the first row change them)."""
-    model, processor = family_policy("qwen2_5_vl")
+    across rows would let the first row change them), with either attention implementation."""
+    model, processor = family_policy("qwen2_5_vl", attn_implementation=attention)
+    assert model.config._attn_implementation == attention
     engine, inputs, ids, mask = _rows(model, processor, "two_images")
     last = [0, 5]  # a 1-image row after the 2-image row, then after another prompt's row
     other = [1, 5]
