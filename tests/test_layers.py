@@ -25,7 +25,7 @@ LAYERS = [
     {"rollout"},
     # checks a whole config (tasks, verifiers, algos, episodes) before training
     {"config.validate", "config.rules", "config.bounds", "config.task_checks", "config.notes", "config.arrol_checks",
-     "config.rollout_checks", "config.algo_checks"},
+     "config.rollout_checks", "config.algo_checks", "config.packing_checks"},
     {"plan"},  # sizes a validated config's memory from its model's config alone (`mmrlvr plan`)
     {"train"},
     # the user-facing edge; config.docs renders `mmrlvr config --show`, task arguments included

@@ -18,6 +18,7 @@ from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import hub_problem, model_path_problem
 from mmrlvr.config.algo_checks import _check_algo, _check_policy_loss, _check_token_weighting, policy_loss_names
 from mmrlvr.config.arrol_checks import check_arrol
+from mmrlvr.config.packing_checks import check_padding_free
 from mmrlvr.config.bounds import check_bounds, check_device
 from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.config.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
@@ -323,7 +324,7 @@ CHECKS: list[Callable[[Config], Iterable[str]]] = [
     _check_task_args, _check_staged_data, _check_paths, _check_limits, _check_sample_efficiency, _check_engine,
     check_bounds, _check_server, _check_episode,
 ]
-CHECKS.append(check_arrol)  # sample_efficiency.arrol (mmrlvr/config/arrol_checks.py)
+CHECKS += [check_arrol, check_padding_free]  # sample_efficiency.arrol, train.padding_free: their own files
 
 
 # what this machine must have for the run to start here (`mmrlvr plan` and the docs' checks judge

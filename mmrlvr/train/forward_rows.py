@@ -42,16 +42,17 @@ class LogprobOptions:
 
 def shares_prompts(model, batch: RolloutBatch, opts: LogprobOptions) -> bool:
     """Whether `model`'s forward over rows that repeat a prompt runs that prompt once
-    (`train.prompt_once` where `why_not_shared` allows it): how the token budget counts prompts."""
+    (`train.prompt_once` where `why_not_shared` allows it, never packed): how the token budget counts prompts."""
     inputs = batch.prompt_inputs
-    if not opts.forward.prompt_once or "_base" not in inputs:
+    if opts.forward.padding_free or not opts.forward.prompt_once or "_base" not in inputs:
         return False
     return why_not_shared(base_model(model), inputs, True, list(opts.suppress_ids)) is None
 
 
 def batch_lengths(model, batch: RolloutBatch, opts: LogprobOptions) -> RowLengths:
     """The rows' lengths as a forward of `model` pays for them (`micro_batches.forward_tokens`)."""
-    return row_lengths(batch.prompt_inputs, batch.completion_mask, shares_prompts(model, batch, opts))
+    return row_lengths(batch.prompt_inputs, batch.completion_mask, shares_prompts(model, batch, opts),
+                       opts.forward.padding_free)
 
 
 def cheapest_row(lengths: RowLengths, rows) -> int:

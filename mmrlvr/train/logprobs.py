@@ -14,6 +14,8 @@ from mmrlvr.models.wrapping import base_model, unwrap
 from mmrlvr.models.adapters import features_per_row, model_adapter
 from mmrlvr.models.patches.attention_mask import masks_once
 from mmrlvr.models.patches.options import PLAIN, ForwardOptions
+from mmrlvr.models.packing import is_prefix_mask, kept_positions, model_why_not_packed, pack_joined
+from mmrlvr.config.schema import ConfigError
 from mmrlvr.models.patches.chunked_head import head_logprobs, kept_head_input, output_layer, why_not_chunked
 from mmrlvr.models.patches.gated_mlp import recomputed_gated_mlps
 from mmrlvr.models.patches.rms_norm import recomputed_rms_norms
@@ -173,27 +175,56 @@ def completion_logprobs(
             recomputed_gated_mlps(model, o.recompute_mlp), masks_once(model, o.mask_once), \
             recomputed_rms_norms(model, o.recompute_norm):
         logits = None
-        if o.prompt_once:
+        if o.padding_free:  # one packed sequence of real tokens; it replaces prompt_once's forward
+            logits = packed_logits(model, prompt_inputs, completion_ids, completion_mask)
+        elif o.prompt_once:
             logits = prompt_once_logits(model, prompt_inputs, completion_ids, completion_mask, suppress_ids)
         if logits is None:
             logits = _joined_logits(model, prompt_inputs, completion_ids, completion_mask)
     targets = completion_ids.to(logits.device)
-    if kept is not None:
-        return head_logprobs(head, kept["hidden"][:, :t], targets, temperature, suppress_ids, with_entropy,
+    if kept is not None:  # (N, t + 1, H) from the joined forward, (1, N * t, H) from the packed one
+        hidden = kept["hidden"].reshape(completion_ids.shape[0], -1, kept["hidden"].shape[-1])
+        return head_logprobs(head, hidden[:, :t], targets, temperature, suppress_ids, with_entropy,
                              entropy_grad, CHUNK_ELEMENTS)
     return logits_to_logprobs(logits, targets, temperature, suppress_ids, with_entropy, entropy_grad=entropy_grad)
 
 
-def _joined_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
-    """(N, T, V) completion logits from one forward of the joined prompt + completion rows."""
+def _joined_inputs(model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> dict:
+    """The joined (N, P + T) forward's inputs, each distinct prompt's media encoded once where it can."""
     kw = join_prompt_completion(prompt_inputs, completion_ids, completion_mask, next(model.parameters()).device)
     shared = shared_media_outputs(model, prompt_inputs)
     if shared:
         for key in ("pixel_values", "pixel_values_videos", "pixel_attention_mask"):
             kw.pop(key, None)  # the grids stay: they place the media in the 3-D positions
         kw["mm_encoder_outputs"] = shared
+    return kw
+
+
+def _joined_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
+    """(N, T, V) completion logits from one forward of the joined prompt + completion rows."""
+    kw = _joined_inputs(model, prompt_inputs, completion_ids, completion_mask)
     t = completion_ids.shape[1]
     return model(**kw, logits_to_keep=t + 1, use_cache=False).logits[:, :t]
+
+
+def packed_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,
+                  completion_mask: torch.Tensor) -> torch.Tensor | None:
+    """(N, T, V) completion logits from one forward of the rows' real tokens packed into one
+    sequence (`mmrlvr.models.packing`): the same numbers as the joined forward's on every
+    completion token, without computing its padding. Raises ConfigError for a family or attention
+    that does not pack correctly; None (the joined forward runs) where a completion mask has holes
+    (an episode's), which a packed sequence cannot skip the way the padded mask does."""
+    why = model_why_not_packed(model)
+    if why:
+        raise ConfigError(f"train.padding_free=true: {why}; set train.padding_free: false")
+    if not is_prefix_mask(completion_mask):
+        return None
+    kw = _joined_inputs(model, prompt_inputs, completion_ids, completion_mask)
+    packed, index = pack_joined(model, kw)
+    n, t = completion_ids.shape
+    keep = kept_positions(index, prompt_inputs["input_ids"].shape[1], t)
+    logits = model(**packed, logits_to_keep=keep, use_cache=False).logits
+    return logits.reshape(n, t, logits.shape[-1])
 
 
 def prompt_once_logits(model, prompt_inputs: dict, completion_ids: torch.Tensor,

@@ -8,7 +8,8 @@ whose computed tokens stay within a budget, counted as the forward pays for them
   width (every row's prompt is fed at it) and t the micro-batch's longest completion (the forward
   stops there: `learner.rows_logprobs`);
 - each prompt once (`train.prompt_once`, where the model allows it and the micro-batch repeats a
-  prompt): U x (P - 1) for the U distinct prompts minus their last token, then n x (1 + t).
+  prompt): U x (P - 1) for the U distinct prompts minus their last token, then n x (1 + t);
+- packed (`train.padding_free`): the rows' real tokens only, sum of prompt + completion lengths.
 
 Rows are grouped by length (longest first) so that short completions are not padded to long
 ones, like verl's `ppo_max_token_len_per_gpu` with its rearrangement by sequence length; under
@@ -36,16 +37,18 @@ class RowLengths:
     group: tuple[int, ...]  # which prompt the row repeats (rows of a group share one)
     width: int  # P: the padded prompt width every row is fed at
     shared: bool  # a micro-batch that repeats a prompt runs that prompt once (`train.prompt_once`)
+    packed: bool = False  # the forward runs the rows' real tokens as one sequence (`train.padding_free`)
 
 
-def row_lengths(prompt_inputs: dict, completion_mask: torch.Tensor, shared: bool) -> RowLengths:
+def row_lengths(prompt_inputs: dict, completion_mask: torch.Tensor, shared: bool, packed: bool = False) -> RowLengths:
     """The lengths of a batch's rows: prompt_inputs (N, P) left padded (with `_row_prompt` when rows
-    repeat prompts), completion_mask (N, T)."""
+    repeat prompts), completion_mask (N, T); `packed`: forwards of real tokens only."""
     n = completion_mask.shape[0]
     attn = prompt_inputs["attention_mask"]
     group = prompt_inputs.get("_row_prompt", range(n))
     return RowLengths(tuple(int(x) for x in completion_mask.sum(1).tolist()), tuple(int(x) for x in attn.sum(1).tolist()),
-                      tuple(int(g) for g in group), int(attn.shape[1]), bool(shared and "_row_prompt" in prompt_inputs))
+                      tuple(int(g) for g in group), int(attn.shape[1]), bool(shared and "_row_prompt" in prompt_inputs and not packed),
+                      bool(packed))
 
 
 def _cost(lengths: RowLengths, n: int, groups: int, longest: int) -> int:
@@ -61,6 +64,9 @@ def forward_tokens(lengths: RowLengths, rows: Sequence[int]) -> tuple[int, int]:
     (padding included), valid those that are no padding."""
     if not rows:
         return 0, 0
+    if lengths.packed:
+        real = sum(lengths.prompt[r] + lengths.completion[r] for r in rows)
+        return real, real
     groups = {lengths.group[r] for r in rows}
     computed = _cost(lengths, len(rows), len(groups), max(lengths.completion[r] for r in rows))
     completions = sum(lengths.completion[r] for r in rows)
@@ -80,7 +86,9 @@ def _pack(lengths: RowLengths, order: Sequence[int], budget: int) -> list[list[i
     longest = 0
     for r in order:
         g, c = lengths.group[r], lengths.completion[r]
-        if rows and _cost(lengths, len(rows) + 1, len(groups | {g}), max(longest, c)) > budget:
+        cost = forward_tokens(lengths, rows + [r])[0] if lengths.packed else \
+            _cost(lengths, len(rows) + 1, len(groups | {g}), max(longest, c))
+        if rows and cost > budget:
             out.append(sorted(rows))
             rows, groups, longest = [], set(), 0
         rows.append(r)

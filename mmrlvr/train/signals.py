@@ -21,7 +21,8 @@ from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual
 from mmrlvr.data.collate import select_rows
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.models.adapters import blackout_patches
-from mmrlvr.train.logprobs import _MEDIA, join_prompt_completion, logits_to_logprobs, shared_media_outputs
+from mmrlvr.train.logprobs import (_MEDIA, completion_logprobs, join_prompt_completion, logits_to_logprobs,
+                                   shared_media_outputs)
 
 SIGNALS = ("entropy", "visual_dependency", "visual_similarity", "region_attention")
 _PIXELS = tuple(pix for _, pix, _, _ in _MEDIA)
@@ -206,15 +207,25 @@ def _row_chunks(n: int, chunks: Sequence[Sequence[int]] | None, chunk_rows: int)
     return chunks
 
 
+PROBED = frozenset({"visual_similarity", "region_attention"})
+"""Signals read by hooks on the padded (rows, positions) hidden states or attention: never packed."""
+
+
 def _clean_chunk(model, inputs: dict, ids: torch.Tensor, mask: torch.Tensor, tc: int, needs: set[str],
-                 temperature: float, suppress_ids: Sequence[int], similarity: tuple, kawhi: tuple) -> dict[str, list]:
+                 temperature: float, suppress_ids: Sequence[int], similarity: tuple, kawhi: tuple,
+                 packed: bool = False) -> dict[str, list]:
     """One chunk's clean forward: its (rows, tc) log-probs and entropy, plus the similarity and region
     maps of the probes hooked in for it (only those asked for: each adds hooks, region attention
-    eager attention). `similarity`: (layers, at_token); `kawhi`: (layers, heads, region_frac)."""
+    eager attention). `similarity`: (layers, at_token); `kawhi`: (layers, heads, region_frac).
+    `packed` (`train.padding_free`): without probes, the rows' real tokens as one sequence."""
     sims: list = []
     regions: list = []
     probe = _similarity_probe(model, similarity[0], tc, sims, similarity[1]) if "visual_similarity" in needs else _null()
     region = _region_probe(model, *kawhi, mask, regions) if "region_attention" in needs else _null()
+    if packed and not needs & PROBED:  # no hook reads (rows, positions) states: one packed sequence
+        lp, ent = completion_logprobs(model, inputs, ids, mask, temperature=temperature, suppress_ids=suppress_ids,
+                                      with_entropy=True, padding_free=True)
+        return {"logprobs": [lp], "entropy": [ent], "visual_similarity": [], "region_attention": []}
     with probe, region:
         logits = _forward(model, inputs, ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
     lp, ent = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids, with_entropy=True)
@@ -249,6 +260,7 @@ def compute_signals(
     clean: dict[str, torch.Tensor] | None = None, chunks: Sequence[Sequence[int]] | None = None,
     valid: torch.Tensor | None = None,
     kawhi_layers: Sequence[int] = (-2, -1), kawhi_heads: int = 2, kawhi_region_frac: float = 0.25,
+    padding_free: bool = False,
 ) -> dict[str, torch.Tensor]:
     """The requested signals, each (N, T) float on the CPU, 0 on padding.
 
@@ -264,6 +276,8 @@ def compute_signals(
     policy's own tokens, while the forward still reads every completion token (inserted messages
     and their images are context), so inserted tokens come back 0.
     region_attention (`kawhi_*`: see `_region_probe`) runs the clean forward with eager attention.
+    `padding_free` (`train.padding_free`): the log-prob forwards (clean without a probe, corrupted)
+    run packed (`mmrlvr.models.packing`); the probed ones stay padded.
     """
     needs = _checked_needs(needs, clean)
     n, t = completion_ids.shape
@@ -278,13 +292,17 @@ def compute_signals(
         if clean is None:
             parts = _clean_chunk(model, select_rows(prompt_inputs, rows), ids, mask, tc, needs, temperature,
                                  suppress_ids, (similarity_layers, similarity_at_token),
-                                 (kawhi_layers, kawhi_heads, kawhi_region_frac))
+                                 (kawhi_layers, kawhi_heads, kawhi_region_frac), padding_free)
             for key, pieces in parts.items():
                 out[key] += [F.pad(x.cpu(), pad) for x in pieces]
         else:
             out["logprobs"].append(clean["logprobs"][rows].detach().float().cpu())
             out["entropy"].append(clean["entropy"][rows].detach().float().cpu())
-        if corrupted is not None:
+        if corrupted is not None and padding_free:
+            lp_c = completion_logprobs(model, select_rows(corrupted, rows), ids, mask, temperature=temperature,
+                                       suppress_ids=suppress_ids, padding_free=True)[0]
+            out["corrupt"].append(F.pad(lp_c.cpu(), pad))
+        elif corrupted is not None:
             logits = _forward(model, select_rows(corrupted, rows), ids, mask, logits_to_keep=tc + 1).logits[:, :tc]
             lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]
             out["corrupt"].append(F.pad(lp_c.cpu(), pad))

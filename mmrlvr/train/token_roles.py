@@ -162,6 +162,7 @@ def _signals(model, batch, rows, needs, cfg, algo, suppress, step, fill, clean: 
         seed=cfg.seed * 1_000_003 + step, fill=fill, **similarity_source(tw),
         clean=clean, chunks=chunks,
         kawhi_layers=tw.kawhi_layers, kawhi_heads=tw.kawhi_heads, kawhi_region_frac=tw.kawhi_region_frac,
+        padding_free=cfg.train.padding_free,
     )
 
 

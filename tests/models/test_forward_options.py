@@ -10,14 +10,14 @@ from mmrlvr.models.patches.options import PLAIN, ForwardOptions
 def test_the_record_reads_each_train_flag_into_its_own_field():
     cfg = load_config("configs/quickstart.yaml", ["train.prompt_once=true", "train.chunked_head=false",
                                                   "train.recompute_mlp=true", "train.mask_once=false",
-                                                  "train.recompute_norm=true"])
+                                                  "train.recompute_norm=true", "train.padding_free=false"])
     assert ForwardOptions.of(cfg.train) == ForwardOptions(prompt_once=True, chunked_head=False, recompute_mlp=True,
-                                                          mask_once=False, recompute_norm=True)
+                                                          mask_once=False, recompute_norm=True, padding_free=False)
     cfg = load_config("configs/quickstart.yaml", ["train.prompt_once=false", "train.chunked_head=true",
                                                   "train.recompute_mlp=false", "train.mask_once=true",
-                                                  "train.recompute_norm=false"])
-    assert dataclasses.astuple(ForwardOptions.of(cfg.train)) == (False, True, False, True, False)
-    assert dataclasses.astuple(PLAIN) == (False,) * 5
+                                                  "train.recompute_norm=false", "train.padding_free=true"])
+    assert dataclasses.astuple(ForwardOptions.of(cfg.train)) == (False, True, False, True, False, True)
+    assert dataclasses.astuple(PLAIN) == (False,) * 6
 
 
 def test_a_keyword_overrides_its_own_option_only(monkeypatch):

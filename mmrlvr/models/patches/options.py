@@ -20,12 +20,13 @@ class ForwardOptions:
     recompute_mlp: bool = False  # gated MLPs keep 2 of their 4 (n, T, I) tensors (`train.recompute_mlp`)
     mask_once: bool = False  # one additive attention mask shared by every layer (`train.mask_once`)
     recompute_norm: bool = False  # bf16 / fp16 RMSNorms keep only their input (`train.recompute_norm`)
+    padding_free: bool = False  # a micro-batch's rows as one packed sequence of real tokens (`train.padding_free`)
 
     @classmethod
     def of(cls, train) -> "ForwardOptions":
         """From a `TrainConfig` (`cfg.train`)."""
         return cls(bool(train.prompt_once), bool(train.chunked_head), bool(train.recompute_mlp),
-                   bool(train.mask_once), bool(train.recompute_norm))
+                   bool(train.mask_once), bool(train.recompute_norm), bool(train.padding_free))
 
 
 PLAIN = ForwardOptions()
