@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
+from mmrlvr.models.family_spec import DEFAULT_FAMILY
 from mmrlvr.models.packing import why_not_packed
 
 
@@ -36,6 +37,6 @@ def check_padding_free(cfg) -> Iterable[str]:
         return
     model_type = local_model_type(cfg.model.path)
     why = why_not_packed(model_type, cfg.model.attn_implementation) if model_type else \
-        why_not_packed("qwen2_5_vl", cfg.model.attn_implementation)  # the family is checked at load
+        why_not_packed(DEFAULT_FAMILY, cfg.model.attn_implementation)  # the family is checked at load
     if why:
         yield f"train.padding_free=true: {why}; set train.padding_free: false"  # the runtime refusal's words

@@ -85,6 +85,7 @@ class FamilySpec:
     gated_mlps: tuple[str, ...] = ()  # gated MLP classes recomputed in the backward (patches.gated_mlp)
     rms_norms: tuple[str, ...] = ()  # RMSNorm classes swapped for the fused one (patches.rms_norm)
     aliases: tuple[str, ...] = ()  # model types that share its adapter and box convention
+    packs_rows: bool = False  # its packed forward is tested equal to the padded one (train.padding_free)
 
     def __post_init__(self):
         if self.adapter.model_type != self.model_type:
@@ -177,18 +178,18 @@ _QWEN = dict(media_tokens=QWEN_MEDIA_TOKENS, layout="grid", batch_state=("rope_d
 _TILE_TAGS = tuple(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7))  # Idefics3 image splitting
 
 register_family(FamilySpec(
-    "qwen2_5_vl", Adapter("qwen2_5_vl", **_QWEN), box_format="absolute",  # pixels of the resized image
+    "qwen2_5_vl", Adapter("qwen2_5_vl", **_QWEN), packs_rows=True, box_format="absolute",  # pixels of the resized image
     tiny_builder="mmrlvr.models.tiny:build_tiny",  # the embedded default (`tiny`), built by mmrlvr.models.tiny
     vllm=VllmNames(QWEN_PREFIXES, vision_packed=((r"\.mlp\.gate_proj\.", ".mlp.gate_up_proj.", 0),
                                                  (r"\.mlp\.up_proj\.", ".mlp.gate_up_proj.", 1)), episodes=True),
     text_attentions=("Qwen2_5_VLAttention",), gated_mlps=("Qwen2MLP",), rms_norms=("Qwen2_5_VLRMSNorm",)))
 register_family(FamilySpec(
-    "qwen2_vl", Adapter("qwen2_vl", **_QWEN), box_format="norm1000",
+    "qwen2_vl", Adapter("qwen2_vl", **_QWEN), packs_rows=True, box_format="norm1000",
     tiny_builder="mmrlvr.models.families.qwen:build_qwen2_vl",
     vllm=VllmNames(QWEN_PREFIXES, vision_packed=(), episodes=True),  # vision MLP is fc1/fc2, attention already qkv
     text_attentions=("Qwen2VLAttention",), gated_mlps=("Qwen2MLP",), rms_norms=("Qwen2VLRMSNorm",)))
 register_family(FamilySpec(
-    "qwen3_vl", Adapter("qwen3_vl", **_QWEN), box_format="norm1000",  # deepstack features travel with the pooled ones
+    "qwen3_vl", Adapter("qwen3_vl", **_QWEN), packs_rows=True, box_format="norm1000",  # deepstack features travel with the pooled ones
     tiny_builder="mmrlvr.models.families.qwen:build_qwen3_vl",
     vllm=VllmNames(QWEN_PREFIXES, vision_packed=(), episodes=True),  # vision MLP is linear_fc1/linear_fc2
     text_attentions=("Qwen3VLTextAttention",), gated_mlps=("Qwen3VLTextMLP",), rms_norms=("Qwen3VLTextRMSNorm",)))

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import torch
 
+from mmrlvr.models.family_spec import family_specs
 from mmrlvr.models.wrapping import base_model
 
-PACKED_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
-"""Families whose packed forward is tested equal to the padded one (log-probs and gradients)."""
+PACKED_FAMILIES = tuple(s.model_type for s in family_specs() if s.packs_rows)
+"""Families whose packed forward is tested equal to the padded one (log-probs and gradients): those whose
+record says `packs_rows` (`mmrlvr.models.family_spec`), so a family's table stays in its record."""
 PACKED_ATTENTION = ("sdpa", "eager")
 """Attention implementations whose block-diagonal mask from restarting positions is tested."""
 _PER_TOKEN = ("mm_token_type_ids", "token_type_ids")

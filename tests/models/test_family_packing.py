@@ -126,7 +126,7 @@ def test_other_families_are_refused_in_one_line(model_type, family_policy):
     with pytest.raises(ConfigError) as err:
         completion_logprobs(model, inputs, ids, mask, padding_free=True)
     assert str(err.value) == (f"train.padding_free=true: the {model_type} family is not checked for packed rows "
-                              f"(packed: qwen2_vl, qwen2_5_vl, qwen3_vl); set train.padding_free: false")
+                              f"(packed: qwen2_5_vl, qwen2_vl, qwen3_vl); set train.padding_free: false")
 
 
 def test_a_completion_mask_with_holes_runs_the_padded_forward(family_policy):

@@ -90,7 +90,7 @@ def test_a_budget_counts_the_packed_tokens(tiny_dir, monkeypatch):
 
 def test_settings_that_cannot_pack_are_one_line_each(capsys):
     for over, why in [("model.path=tiny:gemma3", "the gemma3 family is not checked for packed rows "
-                                                 "(packed: qwen2_vl, qwen2_5_vl, qwen3_vl)"),
+                                                 "(packed: qwen2_5_vl, qwen2_vl, qwen3_vl)"),
                       ("model.attn_implementation=flash_attention_2", "attention flash_attention_2 is not checked "
                                                                        "for packed rows (packed: sdpa, eager)")]:
         assert main(["validate", "configs/quickstart.yaml", over, "train.padding_free=true"]) == 2
