@@ -70,6 +70,7 @@ def literal_messages(messages: Sequence[dict], tokenizer) -> list[dict]:
 _PIPE_TOKEN = re.compile(r"<\|[A-Za-z0-9_]+\|>")  # `<|im_start|>`, `<|image_pad|>`: the Qwen/ChatML spelling
 
 
+@functools.lru_cache(maxsize=1)
 def row_specials() -> tuple[str, ...]:
     """Special tokens a data row must not spell, before any tokenizer is loaded: every registered
     family's media tokens and end-of-turn token (`<image>`, `<start_of_image>`, `<end_of_turn>`, ...)."""

@@ -66,12 +66,17 @@ def model_config_problems(raw: object) -> list[str]:
     return problems
 
 
+def _read_json(path: Path, named: str) -> object:
+    """A JSON file's contents, or one ConfigError line: `named` (the file, as the caller names it)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{named}: not readable JSON ({str(exc)[:120]})") from None
+
+
 def read_model_config(config_file: Path) -> dict:
     """config.json's contents, checked: one ConfigError line naming the file and every problem."""
-    try:
-        raw = json.loads(config_file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"model config {config_file}: not readable JSON ({str(exc)[:120]})") from None
+    raw = _read_json(config_file, f"model config {config_file}")
     problems = model_config_problems(raw)
     if problems:
         raise ConfigError(f"model config {config_file}: " + "; ".join(problems))
@@ -80,10 +85,7 @@ def read_model_config(config_file: Path) -> dict:
 
 def read_json_object(path: Path) -> dict:
     """A processor's JSON file as a dict, or one ConfigError line naming it."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: not readable JSON ({str(exc)[:120]})") from None
+    data = _read_json(path, str(path))
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
