@@ -26,7 +26,7 @@ LIMIT = 200_000  # bytes per PNG
 
 def _train(config: str, out: Path, overrides: list[str]) -> Path:
     from mmrlvr.config import load_config
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     cfg = load_config(ROOT / config, [f"output_dir={out}", "train.resume=false", *overrides])
     train(cfg)
@@ -105,7 +105,7 @@ def token_roles_figure(run: Path, figures: Path) -> Path:
 def boxes_figure(work: Path, figures: Path) -> list[Path]:
     from mmrlvr.config import load_config
     from mmrlvr.tasks import load_task
-    from mmrlvr.train.eval_cli import run_eval
+    from mmrlvr.recipe.eval_cli import run_eval
     from mmrlvr.train.setup import task_args
     from mmrlvr.viz.boxes import plot_grounding
     from mmrlvr.viz.figure import save_figure

@@ -1,6 +1,6 @@
 """`mmrlvr.run`: the whole run from Python, with in-memory data and reward callables.
 
-This is a thin layer over `mmrlvr.train.loop.train(cfg)`, not a second trainer. What a TRL user
+This is a thin layer over `mmrlvr.recipe.loop.train(cfg)`, not a second trainer. What a TRL user
 hands over in memory is written into the run directory as what the YAML path already reads, so
 the loop, the checks and the checkpoints are the same, and the run reruns from the CLI:
 - `train_data` / `eval_data` (a `datasets.Dataset` or a list of dicts) become
@@ -340,7 +340,7 @@ def run(config: str | Path | dict | Config, *, train_data=None, eval_data=None,
 
 
 def _run(config, train_data, eval_data, rewards, overrides) -> dict:
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
     from mmrlvr.train.run_dir import RunDirError, acquire_lock, release_lock
     from mmrlvr.train.run_dir_paths import run_dir_problem
     from mmrlvr.config.validate import validate_config

@@ -19,7 +19,7 @@ TRAIN_EPILOG = (
 
 def _cmd_train(args) -> int:
     from mmrlvr.config import load_config
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     cfg = load_config(args.config, args.overrides)
     summary = train(cfg)
@@ -35,7 +35,7 @@ def _cmd_train(args) -> int:
 
 def _cmd_eval(args) -> int:
     from mmrlvr.config import load_config
-    from mmrlvr.train.eval_cli import format_table, report_path, run_eval, write_report
+    from mmrlvr.recipe.eval_cli import format_table, report_path, run_eval, write_report
 
     if args.samples < 1:
         raise ConfigError(f"--samples must be >= 1, got {args.samples}")
@@ -78,7 +78,7 @@ def _cmd_plan(args) -> int:
 
 def _cmd_merge(args) -> int:
     from mmrlvr.models.load import merge_checkpoint
-    from mmrlvr.train.eval_cli import refuse_inside_checkpoint
+    from mmrlvr.recipe.eval_cli import refuse_inside_checkpoint
 
     refuse_inside_checkpoint(Path(args.out), args.checkpoint, "out")  # it would overwrite the weights it reads
     print(merge_checkpoint(args.checkpoint, args.out))

@@ -27,7 +27,9 @@ LAYERS = [
     {"config.validate", "config.rules", "config.bounds", "config.task_checks", "config.notes", "config.arrol_checks",
      "config.rollout_checks", "config.algo_checks", "config.packing_checks"},
     {"plan"},  # sizes a validated config's memory from its model's config alone (`mmrlvr plan`)
-    {"train"},
+    {"train"},  # the learner's machinery: log-probs, micro-batches, precision, checkpoints, distributed
+    {"methods"},  # each method's folder: the hooks it fills (mmrlvr/methods/hooks.py)
+    {"recipe"},  # the loop, the step, the run and its state: calls the methods' hooks, names none
     # the user-facing edge; config.docs renders `mmrlvr config --show`, task arguments included
     {"api", "cli", "config.docs"},
     {"__init__"},  # the package itself re-exports the api

@@ -75,8 +75,8 @@ def files(tmp_path):
 @pytest.fixture
 def no_model(monkeypatch):
     """Any call past validation (threads, model, tasks) fails the test: errors must come first."""
-    import mmrlvr.train.eval_cli as eval_cli
-    import mmrlvr.train.loop as loop
+    import mmrlvr.recipe.eval_cli as eval_cli
+    import mmrlvr.recipe.loop as loop
 
     def too_late(*a, **k):
         raise AssertionError("validation let a bad config through to the heavy part")

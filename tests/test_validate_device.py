@@ -76,7 +76,7 @@ def test_auto_on_the_cpu_warns_for_a_model_of_several_gb():
 
 @no_cuda
 def test_training_prints_the_cpu_warning_once_before_the_model_loads(monkeypatch, capsys, tmp_path, cached_qwen3b):
-    import mmrlvr.train.loop as loop
+    import mmrlvr.recipe.loop as loop
 
     class Stop(Exception):
         pass

@@ -50,7 +50,7 @@ CROSS = [
 
 @pytest.fixture
 def no_model(monkeypatch):
-    import mmrlvr.train.loop as loop
+    import mmrlvr.recipe.loop as loop
 
     def too_late(*a, **k):
         raise AssertionError("validation let a bad config through to the heavy part")

@@ -45,7 +45,7 @@ def test_no_warning_where_the_bonus_matters(extra):
 
 
 def test_training_prints_the_warning_before_the_model_loads(monkeypatch, capsys, tmp_path):
-    import mmrlvr.train.loop as loop
+    import mmrlvr.recipe.loop as loop
 
     class Stop(Exception):
         pass
@@ -77,7 +77,7 @@ def test_an_advantage_named_besides_the_dbb_switch_gets_a_note():
 
 def test_training_prints_the_dbb_note_though_the_run_reads_the_resolved_config(monkeypatch, capsys, tmp_path):
     """Resolving makes algo.advantage dbb: the note is of the config as written."""
-    import mmrlvr.train.loop as loop
+    import mmrlvr.recipe.loop as loop
 
     class Stop(Exception):
         pass

@@ -29,9 +29,9 @@ STEP = ["tests/train/test_update.py", "tests/train/test_presets.py", "tests/trai
         "tests/train/test_masks.py"]
 ADV, LOSS, SAMP, PRE = ("mmrlvr/algos/advantages.py", "mmrlvr/algos/losses.py", "mmrlvr/algos/sampling.py",
                         "mmrlvr/algos/presets.py")
-STEPPY, LEARN, LP = "mmrlvr/train/step.py", "mmrlvr/train/learner.py", "mmrlvr/train/logprobs.py"
-TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/algos/temporal.py", "mmrlvr/train/signals.py",
-                        "mmrlvr/train/token_roles.py")
+STEPPY, LEARN, LP = "mmrlvr/recipe/step.py", "mmrlvr/train/learner.py", "mmrlvr/train/logprobs.py"
+TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/algos/temporal.py", "mmrlvr/methods/token_weighting/signals.py",
+                        "mmrlvr/methods/token_weighting/weigher.py")
 VER = ["tests/verifiers/test_edge_cases.py", "tests/verifiers/test_verifiers.py", "tests/verifiers/test_properties.py"]
 TWT = ["tests/train/test_token_weighting.py"]
 SF = ["tests/train/test_shared_forward.py"]
@@ -126,7 +126,7 @@ NEW_MUTANTS = [
     ("t-grpo pays at p = mu p~", TEMP, "gate = (p > mu * p_shuf).float()", "gate = (p >= mu * p_shuf).float()", ALGOS),
     ("t-grpo: a score equal to the threshold is correct", TEMP, "nan=-math.inf) > threshold", "nan=-math.inf) >= threshold",
      ALGOS),
-    ("temporal contrast ignores correct_threshold", "mmrlvr/train/temporal.py", "tc.alpha, tc.mu, tc.correct_threshold)",
+    ("temporal contrast ignores correct_threshold", "mmrlvr/methods/temporal_contrast/bonus.py", "tc.alpha, tc.mu, tc.correct_threshold)",
      "tc.alpha, tc.mu)", ["tests/train/test_temporal_contrast.py"]),
     ("lower clip bound from clip_high", LOSS, "clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)",
      "clipped = -adv * ratio.clamp(1.0 - clip_high, 1.0 + clip_high)", ALGOS),

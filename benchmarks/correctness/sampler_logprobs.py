@@ -43,7 +43,7 @@ def one_run(preset: str, steps: int, correction: str) -> dict:
 
     import mmrlvr
     from mmrlvr.config import load_config
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,7 +74,7 @@ def parts(presets: list[str], repeats: int) -> list[dict]:
     from mmrlvr.tasks import load_task
     from mmrlvr.train.learner import Learner, loss_mask
     from mmrlvr.data.sources import SeededStream
-    from mmrlvr.train.step import advantages_for, collect
+    from mmrlvr.recipe.step import advantages_for, collect
     from mmrlvr.verifiers.score import InProcessScorer
 
     torch.set_num_threads(1)

@@ -12,7 +12,7 @@ images at the 1,280-visual-token limit, its micro_batch_tokens and generate_max_
 (`--prompts`, default 16), on synthetic noise images; a random model rarely samples the stop token, so
 completions run to the limit (the plan's worst case). Rewards are random 0/1 per completion (no verifier
 runs: math-verify is not needed). Three RL steps through the project's own learner and HF engine
-(`mmrlvr.train.loop._learner_and_engine`, `Learner.update`), then one greedy evaluation batch.
+(`mmrlvr.recipe.loop._learner_and_engine`, `Learner.update`), then one greedy evaluation batch.
 
 Reported (JSON, `--out`): per phase the peak `torch.cuda.max_memory_allocated` (reset before each) next
 to `mmrlvr plan`'s figure for the same config and GPU; generated tokens/s; update tokens/s (prompt +
@@ -181,8 +181,8 @@ def run(args) -> dict:
     from mmrlvr.algos.presets import resolve_config
     from mmrlvr.config import load_config
     from mmrlvr.plan.command import plan_config
-    from mmrlvr.train.loop import _learner_and_engine
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.loop import _learner_and_engine
+    from mmrlvr.recipe.step import advantages_for
     from mmrlvr.config.validate import validate_config
 
     cuda = not args.cpu

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mmrlvr.algos.presets import PRESETS
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 
 def _rows(run: Path) -> list[dict]:

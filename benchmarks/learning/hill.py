@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 
 def _rows(run: Path) -> list[dict]:

@@ -27,8 +27,8 @@ sys.path.append(str(Path(__file__).resolve().parents[2]))  # the repository root
 from benchmarks.common import table, warm_start_dir  # noqa: E402
 
 from mmrlvr.config import load_config  # noqa: E402
-from mmrlvr.train.eval_cli import run_eval  # noqa: E402
-from mmrlvr.train.loop import train  # noqa: E402
+from mmrlvr.recipe.eval_cli import run_eval  # noqa: E402
+from mmrlvr.recipe.loop import train  # noqa: E402
 
 CONFIG = "configs/prco_tiny.yaml"
 GRPO = ["rollout.episode=single", "rollout.episode_args={}", "rollout.prompts_per_step=8", "rollout.group_size=4"]

@@ -34,7 +34,7 @@ sys.path.append(str(Path(__file__).resolve().parents[2]))  # the repository root
 from benchmarks.common import table  # noqa: E402
 
 from mmrlvr.config import load_config  # noqa: E402
-from mmrlvr.train.loop import train  # noqa: E402
+from mmrlvr.recipe.loop import train  # noqa: E402
 
 SE = "sample_efficiency"
 METHODS = {

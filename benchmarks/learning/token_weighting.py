@@ -28,7 +28,7 @@ from benchmarks.common import table  # noqa: E402
 
 from mmrlvr.algos.token_weights import METHODS  # noqa: E402
 from mmrlvr.config import load_config  # noqa: E402
-from mmrlvr.train.loop import train  # noqa: E402
+from mmrlvr.recipe.loop import train  # noqa: E402
 
 
 def _rows(run: Path) -> list[dict]:

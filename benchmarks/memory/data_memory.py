@@ -78,7 +78,7 @@ def measure(path: str, rows: int, cache_dir: str) -> dict:
 
     from mmrlvr.train.learner import Learner
     from mmrlvr.data.sources import SeededStream
-    from mmrlvr.train.step import advantages_for, collect
+    from mmrlvr.recipe.step import advantages_for, collect
     from mmrlvr.verifiers.score import make_scorer
 
     cfg = load_config(None, ["task.name=geometry", "rollout.prompts_per_step=8", "rollout.group_size=4",

@@ -48,14 +48,14 @@ def child(case: str, prompts: int, group: int, tokens: int) -> dict:
     from mmrlvr.models.tiny import build_tiny, tiny_config
     try:  # the learner owns the update; older checkouts had a module-level update()
         from mmrlvr.train.learner import Learner
-        from mmrlvr.train.step import advantages_for
+        from mmrlvr.recipe.step import advantages_for
 
         def update(model, ref, optimizer, accelerator, batch, cfg, algo, suppress, seed):
             cfg = dataclasses.replace(cfg, algo=algo)
             learner = Learner(cfg, model, optimizer, accelerator, suppress, ref_model=ref)
             return learner.update(batch, advantages_for(batch, cfg), seed=seed)
     except ImportError:
-        from mmrlvr.train.step import update
+        from mmrlvr.recipe.step import update
     from mmrlvr.types import RolloutBatch
 
     try:

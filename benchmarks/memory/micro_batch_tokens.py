@@ -47,7 +47,7 @@ def child(rows_per_prompt: int, prompts: int, tokens: int, budget: int | None) -
     from mmrlvr.models.tiny import build_tiny, tiny_config
     from mmrlvr.tasks import load_task
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.step import advantages_for
     from mmrlvr.types import RolloutBatch
 
     work = Path(tempfile.mkdtemp(prefix="mbt-"))

@@ -66,7 +66,7 @@ def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, sett
     from mmrlvr.models.tiny import build_tiny, tiny_config
     from mmrlvr.tasks import load_task
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.step import advantages_for
     from mmrlvr.types import RolloutBatch
 
     work = Path(tempfile.mkdtemp(prefix="mlpmem-"))

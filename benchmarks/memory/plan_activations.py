@@ -111,7 +111,7 @@ def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: boo
     from mmrlvr.plan.activations import Forward, update_activation_bytes
     from mmrlvr.tasks import load_task
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.step import advantages_for
     from mmrlvr.types import RolloutBatch
 
     torch.set_num_threads(1)

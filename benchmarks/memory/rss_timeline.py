@@ -102,7 +102,7 @@ def kept_by_module(model, run) -> dict[str, float]:
 
 
 def measure(shape_name: str, steps: int, work: Path, out_dir: Path) -> dict:
-    import mmrlvr.train.loop as loop
+    import mmrlvr.recipe.loop as loop
     from benchmarks.speed.vs_trl import SHAPES, warm_for
     from benchmarks.speed.vs_trl_arms import load_bench_config
 

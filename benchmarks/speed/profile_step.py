@@ -37,7 +37,7 @@ def main() -> int:
 
     from mmrlvr.train.learner import Learner
     from mmrlvr.data.sources import SeededStream
-    from mmrlvr.train.step import advantages_for, collect
+    from mmrlvr.recipe.step import advantages_for, collect
     from mmrlvr.verifiers.score import make_scorer
     from mmrlvr.tasks import load_task
 

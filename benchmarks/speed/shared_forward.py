@@ -54,10 +54,10 @@ def main() -> int:
     from mmrlvr.tasks import load_task
     from mmrlvr.train.learner import Learner
     from mmrlvr.train.setup import set_threads_and_seed, task_args
-    from mmrlvr.train.signals import black_fill
+    from mmrlvr.methods.token_weighting.signals import black_fill
     from mmrlvr.data.sources import SeededStream
-    from mmrlvr.train.step import advantages_for, collect
-    from mmrlvr.train.token_roles import weigh_tokens
+    from mmrlvr.recipe.step import advantages_for, collect
+    from mmrlvr.methods.token_weighting.weigher import weigh_tokens
     from mmrlvr.verifiers.score import make_scorer
 
     cfg = load_config(args.config, ["token_weighting.diagnostics=false", "train.lr=0", "verifier_workers=0",

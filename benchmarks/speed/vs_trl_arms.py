@@ -52,7 +52,7 @@ def _mixed(rewards: list[float], g: int) -> float:
 
 # ------------------------------------------------------------------------------------------ mmrlvr
 def child_mmrlvr(warm: Path, shape: dict, steps: int, out_dir: Path) -> dict:
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     train(load_bench_config(shape, warm, steps, out_dir))
     rows = [json.loads(x) for x in (out_dir / "metrics.jsonl").read_text().splitlines()]

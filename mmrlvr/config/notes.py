@@ -1,7 +1,7 @@
 """Settings that are valid but do not do what they look like they do: one warning line each.
 
 Unlike `validate.CHECKS` these do not stop a run: the run is well defined, only pointless in part.
-`mmrlvr.train.loop.train` prints each as `mmrlvr: warning: ...` before the model loads. They read
+`mmrlvr.recipe.loop.train` prints each as `mmrlvr: warning: ...` before the model loads. They read
 the config as the user wrote it (algo fields left unset are the preset's), not the resolved one.
 """
 

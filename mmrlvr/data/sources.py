@@ -2,9 +2,9 @@
 
 A prompt source is anything with the four methods of `PromptSource`; the loop calls `take`
 before sampling and `feedback` after scoring, and saves `state_dict()` in every checkpoint
-(JSON-serialisable: plain dicts, lists, numbers, strings). The sources are `SeededStream`
-(an endless seeded shuffle) and `PromptReplay` (prompt replay, `sample_efficiency.replay`), which
-keeps its queue in the same state dict.
+(JSON-serialisable: plain dicts, lists, numbers, strings). The base source is `SeededStream`
+(an endless seeded shuffle); a method may replace or wrap it (prompt replay,
+`mmrlvr.methods.replay`, keeps its queue in the same state dict).
 
 `PromptStats` holds per-prompt statistics (visits, last step, reward sums) that estimators read
 through `mmrlvr.algos.advantages.EstimatorContext`; a method keeps its own fields per prompt
@@ -17,7 +17,6 @@ import math
 import random
 from typing import Protocol, Sequence
 
-from mmrlvr.data.replay import PromptReplay  # noqa: F401  (the `replay` prompt source, re-exported)
 from mmrlvr.types import Sample
 
 
@@ -115,15 +114,3 @@ class PromptStats:
 
     def load_state_dict(self, d: dict) -> None:
         self.entries = {k: {**v, "extra": dict(v.get("extra", {}))} for k, v in d.items()}
-
-
-def prompt_source(train_set: Sequence[Sample], cfg) -> "PromptSource":
-    """The run's prompt source: `PromptReplay` when `sample_efficiency.replay` is on, else the
-    seeded stream (the same fresh order either way)."""
-    rp = cfg.sample_efficiency.replay
-    if not rp.enabled:
-        return SeededStream(train_set, cfg.seed)
-    from mmrlvr.config.efficiency import max_reward
-
-    return PromptReplay(train_set, cfg.seed, fraction=rp.fraction, cooldown=rp.cooldown, max_reuse=rp.max_reuse,
-                        min_pass_rate=rp.min_pass_rate, max_pass_rate=rp.max_pass_rate, max_reward=max_reward(cfg))

@@ -40,7 +40,7 @@ class RolloutEngine(Protocol):
 
 
 class SegmentedEngine(RolloutEngine, Protocol):
-    """Generation that stops at a prefix length to decide which rows go on (arrol; HF engine)."""
+    """Generation that stops at a prefix length to decide which rows go on (a method that prunes rows at a prefix; HF engine)."""
 
     def rollout_segmented(self, samples: Sequence[Sample], group_size: int, sampling, seed: int,
                           prefix_tokens: int, keep, greedy: bool = False, **kw): ...
@@ -60,7 +60,7 @@ class AheadEngine(RolloutEngine, Protocol):
 
 
 class LocalEngine(RolloutEngine, Protocol):
-    """Samples in this process from the policy module itself (HF): HiLL's reliance scores with it."""
+    """Samples in this process from the policy module itself (HF): a collect step may score its own rows with it."""
 
     model: Any
 

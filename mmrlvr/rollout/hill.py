@@ -7,7 +7,7 @@ for every group with no correct answer the hinter writes `num_hints` hints from 
 of the group's failed answers drawn at random and the reference solution (`HINTER_TEMPLATE`,
 HU:135-165); each hint that passes the gates is appended to the question (`hinted_sample`,
 HU:204-214) and the reasoner answers that G times. The step itself (gates, reliance, rewards,
-which rows are trained) is `mmrlvr.train.hill`; the math `mmrlvr.algos.hints`.
+which rows are trained) is `mmrlvr.methods.hill.hints`; the math `mmrlvr.algos.hints`.
 
 Ours: the hinter is the policy itself (HiLL trains a second model), shown the prompt's images as
 well; it samples with the rollout's settings (HiLL's hinter: temperature 0.7, top-k 20, top-p 0.8).

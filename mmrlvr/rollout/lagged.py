@@ -10,7 +10,7 @@ the GIL; the server generates on its own cores) with the seed step t+1's first r
 answers that round from the result. `sync_weights` waits for the generation in flight before
 sending step t's weights, so the batch of step t+1 is always sampled by the weights synced after
 step t-1: its policy version is one behind the learner's (`rollout/staleness` = 1). Every other
-rollout (later rounds, evaluation, temporal contrast) goes to the server synchronously.
+rollout (later rounds, evaluation, a method's extra rollouts) goes to the server synchronously.
 
 Resume: the batch in flight is not saved; the resumed run regenerates it, with the checkpoint's
 weights (staleness 0 for that one step), so an async run resumed at step t differs from an

@@ -10,7 +10,7 @@ prompt's text parts joined by newlines (`:364`); both roles are the same weights
 Their training code is not public. OUR READING, per RL step (`rollout.episode: prco`):
 - the G rows of a prompt are G Observer captions (`rollout.group_size`), sampled from the
   Observer prompt (`observer_sample`, applied to the round's prompts before the rollout);
-- `mmrlvr.train.prco.solve_captions` (a collect strategy) gives each caption to the Solver, K answers each
+- `mmrlvr.methods.prco.solve.solve_captions` (a collect strategy) gives each caption to the Solver, K answers each
   (`episode_args.solver_answers`), scored by the run's verifiers: the Solver's reward;
 - the Observer's reward is its caption's utility, the mean reward of its K answers, gated by
   `mmrlvr.algos.prco` (a caption that leaks the answer gets `leak_reward`, 0 by default);

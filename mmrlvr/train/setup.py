@@ -70,20 +70,6 @@ def sharded_launch(accelerator) -> bool:
     return kind == "FSDP" or getattr(plugin, "zero_stage", 0) == 3
 
 
-def token_weighting_for_launch(cfg: Config, accelerator) -> Config:
-    """Token weighting under a sharded launch: refused for a method, diagnostics off.
-
-    The signal forwards run on each rank's own rows with a non-zero advantage (rank 0 alone for
-    diagnostics), so their number differs between ranks; with sharded parameters each forward is
-    a collective and the ranks would wait for each other forever."""
-    if not sharded_launch(accelerator):
-        return cfg
-    if cfg.token_weighting.method != "none":
-        raise ConfigError(f"token_weighting.method={cfg.token_weighting.method} is not supported with sharded "
-                          "parameters (FSDP / DeepSpeed ZeRO-3) yet; use DDP or token_weighting.method=none")
-    return dataclasses.replace(cfg, token_weighting=dataclasses.replace(cfg.token_weighting, diagnostics=False))
-
-
 def _tracker(name: str, run_dir: str):
     """tensorboard writes to <run_dir>/tensorboard; other names go to accelerate as they are."""
     why = tracker_problem(name)

@@ -192,7 +192,8 @@ def test_advantage_dbb_is_the_enabled_switch_and_the_formula_before_it_was_regis
     from mmrlvr.algos.posteriors import dbb_advantages
     from mmrlvr.algos.presets import resolve_config
     from mmrlvr.config import load_config
-    from mmrlvr.train.step import advantages_for, dbb_options
+    from mmrlvr.methods.dbb import dbb_options
+    from mmrlvr.recipe.step import advantages_for
 
     def old_branch(batch, cfg, ctx):  # train/step.py's `if cfg.sample_efficiency.dbb.enabled:` branch
         bonus = batch.bonus if batch.bonus is not None else torch.zeros_like(batch.rewards)
@@ -224,7 +225,7 @@ def test_advantage_dbb_is_the_enabled_switch_and_the_formula_before_it_was_regis
 def test_a_config_not_resolved_is_refused_not_trained_with_another_estimator():
     from mmrlvr.algos.presets import resolve_algo
     from mmrlvr.config import load_config
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.step import advantages_for
     from tests.train.step_helpers import with_algo
 
     cfg = load_config(None, ["sample_efficiency.dbb.enabled=true"])

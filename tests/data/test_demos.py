@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from mmrlvr.data.collate import encode_prompts, pad_right
-from mmrlvr.data.demos import DemoPool, DemoStrategy, demo_answer, demo_probability, wants_demos, with_demos
+from mmrlvr.methods.demos.source import DemoPool, DemoStrategy, demo_answer, demo_probability, wants_demos, with_demos
 from mmrlvr.types import Sample
 from tasks import load_task
 
@@ -154,7 +154,7 @@ def test_demo_source_counts_every_take_of_a_step_and_looks_ahead_without_moving(
     step's takes (dynamic sampling's extra rounds); a look-ahead copy changes nothing."""
     import copy
 
-    from mmrlvr.data.demos import DemoSource
+    from mmrlvr.methods.demos.source import DemoSource
     from mmrlvr.data.sources import SeededStream
 
     train = load_task("counting", "train", 16, seed=1)

@@ -102,7 +102,7 @@ def test_a_prompt_dropped_for_bad_media_leaves_replays_flight(tmp_path):
     prompt dropped for bad media is fed back as an all-NaN row with the step's scored ones."""
     import torch
 
-    from mmrlvr.data.sources import PromptReplay
+    from mmrlvr.methods.replay.prompts import PromptReplay
 
     samples = _samples(tmp_path, 6, bad={3})
     replay = PromptReplay(samples, seed=0, cooldown=0)

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from mmrlvr.data.replay import PromptReplay
+from mmrlvr.methods.replay.prompts import PromptReplay
 from mmrlvr.types import Sample
 
 G = 8

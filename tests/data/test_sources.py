@@ -7,7 +7,7 @@ import torch
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.sources import PromptStats, SeededStream
 from mmrlvr.tasks import load_task
-from mmrlvr.train.run_state import RunState
+from mmrlvr.recipe.run_state import RunState
 
 NAN = float("nan")
 

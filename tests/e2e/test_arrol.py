@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 from mmrlvr.config import load_config
-from mmrlvr.train.eval_cli import run_eval
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.eval_cli import run_eval
+from mmrlvr.recipe.loop import train
 from mmrlvr.config.validate import config_errors
 
 ROOT = Path(__file__).resolve().parents[2]

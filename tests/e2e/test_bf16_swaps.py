@@ -19,7 +19,7 @@ STEPS = 3
 def _run(out: Path, on: bool) -> tuple[list[dict], str]:
     from mmrlvr.config import load_config
     from mmrlvr.models.patches import rms_norm
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     flag = str(on).lower()
     swapped = []

@@ -58,7 +58,7 @@ def test_bad_config_key_is_a_clear_error(capsys):
 def test_quickstart_learns(tmp_path):
     """The main job as shipped: held-out accuracy rises by at least 10 points."""
     from mmrlvr.config import load_config
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     summary = train(load_config("configs/quickstart.yaml", [f"output_dir={tmp_path / 'qs'}"]))
     assert summary["eval_before"]["n"] >= 200

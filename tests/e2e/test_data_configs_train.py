@@ -7,7 +7,7 @@ import json
 import pytest
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 TINY = [
     "task.train_size=8", "task.eval_size=4", "warm_start.steps=2", "warm_start.batch_size=4",

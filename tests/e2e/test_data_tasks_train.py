@@ -8,7 +8,7 @@ import pytest
 
 from mmrlvr.config import load_config
 from mmrlvr.data.feed import BadMediaError
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 TINY = [
     "task.train_size=64", "task.eval_size=8", "warm_start.steps=3",

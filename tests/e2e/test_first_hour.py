@@ -10,9 +10,9 @@ import yaml
 
 from mmrlvr.cli import main
 from mmrlvr.config import ConfigError, load_config
-from mmrlvr.train import loop
+from mmrlvr.recipe import loop
 from mmrlvr.train.learner import Learner
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 QUICKSTART = str(Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml")
 SMALL = [
@@ -112,7 +112,7 @@ def test_help_and_config_show_list_every_key_with_its_doc(capsys):
 def test_lora_checkpoint_loads_from_anywhere_and_merges(tmp_path, tiny_dir, monkeypatch):
     from transformers import AutoModelForImageTextToText
 
-    from mmrlvr.train.eval_cli import run_eval
+    from mmrlvr.recipe.eval_cli import run_eval
 
     here = tmp_path / "project"
     here.mkdir()

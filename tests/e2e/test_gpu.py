@@ -64,7 +64,7 @@ def test_bf16_update_matches_fp32(tiny_dir):
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.tasks import load_task
     from mmrlvr.data.sources import SeededStream
-    from mmrlvr.train.step import collect
+    from mmrlvr.recipe.step import collect
     from tests.train.step_helpers import run_update, with_algo
     from mmrlvr.verifiers.score import InProcessScorer
 
@@ -94,7 +94,7 @@ def test_short_run_on_cuda_in_bf16(tmp_path):
     from safetensors.torch import load_file
 
     from mmrlvr.config import load_config
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     cfg = load_config("configs/quickstart.yaml", [
         f"output_dir={tmp_path / 'gpu'}", "device=cuda", "model.dtype=bfloat16", "model.attn_implementation=sdpa",

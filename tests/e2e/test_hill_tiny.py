@@ -4,7 +4,7 @@ per-role rewards are logged."""
 import json
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 SHORT = ["task.train_size=64", "task.eval_size=16", "warm_start.steps=4", "warm_start.batch_size=8",
          "rollout.prompts_per_step=4", "rollout.max_new_tokens=6", "train.steps=2", "train.log_every=1",

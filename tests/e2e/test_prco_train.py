@@ -4,7 +4,7 @@ held-out evaluation runs (the Observer/Solver pipeline) and the update runs on b
 import json
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 
 def test_prco_tiny_runs_and_logs_each_roles_reward(tmp_path):

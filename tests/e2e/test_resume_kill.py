@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = [

@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-import mmrlvr.train.loop as loop
+import mmrlvr.recipe.loop as loop
 from mmrlvr.cli import main
 from mmrlvr.config import load_config
 from mmrlvr.train.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint

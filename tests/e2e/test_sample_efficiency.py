@@ -1,4 +1,4 @@
-"""Each sample-efficiency method, switched on in a tiny real run of `mmrlvr.train.loop.train`,
+"""Each sample-efficiency method, switched on in a tiny real run of `mmrlvr.recipe.loop.train`,
 acts and logs its metrics: replays happen, DBB moves the policy on all-equal groups, demos appear
 in the prompts at the scheduled rate."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mmrlvr.config import load_config
-from mmrlvr.data.demos import demo_probability, wants_demos
-from mmrlvr.train.loop import train
+from mmrlvr.methods.demos.source import demo_probability, wants_demos
+from mmrlvr.recipe.loop import train
 
 ROOT = Path(__file__).resolve().parents[2]
 SE = "sample_efficiency"

@@ -87,7 +87,7 @@ def _record(run: Path) -> dict:
 
 def _run(preset: str, out: Path, prompt_once: bool = False, sampler: str = "multinomial", extra: tuple = ()) -> dict:
     from mmrlvr.config import load_config
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     train(load_config(ROOT / "configs/quickstart.yaml", [*_args(preset, out, prompt_once, sampler), *extra]))
     return _record(out)

@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 SMALL = [
     "task.train_size=64", "task.eval_size=16", "warm_start.steps=4", "warm_start.batch_size=8",

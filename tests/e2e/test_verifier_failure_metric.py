@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["task.train_size=8", "task.eval_size=4", "warm_start.steps=0", "rollout.prompts_per_step=2",

@@ -7,7 +7,7 @@ import pytest
 from safetensors.torch import load_file
 
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from mmrlvr.config import load_config
 from mmrlvr.models.families import FAMILIES
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 EVEN = Path(__file__).parent / "length_reward.py:char_length"
 SMALL = ["task.train_size=8", "task.eval_size=2", "warm_start.steps=0", "rollout.prompts_per_step=2",

@@ -18,7 +18,7 @@ from mmrlvr.rollout.episodes import (
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.rollout.tools import zoom
 from mmrlvr.train.learner import LogprobOptions, batch_logprobs, loss_mask
-from mmrlvr.train.step import Round, _rectangular_batch
+from mmrlvr.recipe.step import Round, _rectangular_batch
 from mmrlvr.types import Completion, RolloutBatch, Sample
 
 

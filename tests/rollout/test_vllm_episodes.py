@@ -16,7 +16,7 @@ import torch
 from mmrlvr.config import ModelConfig
 from mmrlvr.rollout.episodes import EpisodeState, Turn, register_episode, run_episodes
 from mmrlvr.train.learner import LogprobOptions, batch_logprobs, loss_mask
-from mmrlvr.train.step import Round, _rectangular_batch
+from mmrlvr.recipe.step import Round, _rectangular_batch
 from tests.rollout.test_episodes import _cfg, _prompts  # noqa: F401 - also registers test_zoom_then_ask
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None,

@@ -115,7 +115,7 @@ def test_the_parse_error_shows_the_value_and_the_accepted_forms():
 @needs_data
 def test_mmrlvr_train_stops_a_wrong_box_format_in_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
     from mmrlvr.cli import main
-    from mmrlvr.train import loop
+    from mmrlvr.recipe import loop
 
     # patched where the loop looks it up (a patch of mmrlvr.models.load would outlive this test in
     # the loop's own namespace when the loop is first imported here)

@@ -77,7 +77,7 @@ def test_grounding_warm_start_on_real_rows_says_what_to_do_or_uses_the_reference
 
 def test_small_held_out_splits_are_flagged_where_results_print():
     from mmrlvr.data.heldout import small_split_note
-    from mmrlvr.train.eval_cli import format_table
+    from mmrlvr.recipe.eval_cli import format_table
 
     # 3 rows: one answer is 100 / 3 = 33 points
     assert small_split_note(3) == (" (only 3 held-out rows: one answer moves accuracy by 33 points; "

@@ -116,7 +116,7 @@ def run(tiny_dir: str, out_dir: str, dtype: str = "float32", overrides=()) -> di
     from mmrlvr.train.distributed import freeze_unreachable, rank_world, remember_dummy_media
     from mmrlvr.train.learner import Learner
     from mmrlvr.data.sources import SeededStream
-    from mmrlvr.train.step import advantages_for, collect
+    from mmrlvr.recipe.step import advantages_for, collect
     from mmrlvr.verifiers.score import InProcessScorer
 
     # a short collective time-out: a rank left waiting fails the test instead of hanging CI

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from mmrlvr.train.learner import Learner
-from mmrlvr.train.step import advantages_for
+from mmrlvr.recipe.step import advantages_for
 
 
 def with_algo(cfg, algo):

@@ -11,8 +11,8 @@ import torch
 from mmrlvr.config import RolloutConfig
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.arrol_eval import answer_key, head_at_k, headline_scores, load_head, weighted_choices
-from mmrlvr.train.arrol_head import QualityHead
+from mmrlvr.methods.arrol.eval import answer_key, head_at_k, headline_scores, load_head, weighted_choices
+from mmrlvr.methods.arrol.head import QualityHead
 from mmrlvr.verifiers.score import make_scorer
 
 EVEN = f"{Path(__file__).resolve().parents[1] / 'e2e' / 'user_verifier.py'}:even_length"  # mixed scores

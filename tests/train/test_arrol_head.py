@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from mmrlvr.train.arrol_head import QualityHead
+from mmrlvr.methods.arrol.head import QualityHead
 
 
 def test_fresh_head_scores_one_half_and_is_not_trusted():

@@ -17,7 +17,7 @@ from mmrlvr.config import RolloutConfig
 from mmrlvr.config.efficiency import ArrolConfig
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.rollout.segmented import SegmentCounts
-from mmrlvr.train.arrol_round import ArrolPruner, Pending
+from mmrlvr.methods.arrol.round import ArrolPruner, Pending
 from mmrlvr.types import Sample
 
 G, P, MAX = 2, 3, 10

@@ -60,7 +60,7 @@ def _cfg(parquet: str, tmp_path, *more: str, eval_data: str | None = None):
 
 
 def test_eval_stops_at_two_bad_rows_of_eight_under_the_default(parquet, tmp_path):
-    from mmrlvr.train.eval_cli import run_eval
+    from mmrlvr.recipe.eval_cli import run_eval
 
     with pytest.raises(DataError) as err:
         run_eval(_cfg(parquet, tmp_path), "tiny")
@@ -74,7 +74,7 @@ def test_eval_stops_at_two_bad_rows_of_eight_under_the_default(parquet, tmp_path
                                      "task.args.max_bad_frac=0.25"])
 def test_eval_under_a_wider_limit_skips_and_lists_both(parquet, tmp_path, capsys, setting):
     """The same 6 rows are evaluated whichever name sets the limit; each old name says it is deprecated."""
-    from mmrlvr.train.eval_cli import format_table, run_eval
+    from mmrlvr.recipe.eval_cli import format_table, run_eval
 
     report = run_eval(_cfg(parquet, tmp_path, setting), "tiny")
     assert report["n"] == 6
@@ -124,7 +124,7 @@ def test_train_obeys_the_rule_in_its_eval_and_its_stream(parquet, tmp_path):
     (data/bad_media 1) and trains on 6."""
     import json
 
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     small = ["train.steps=1", "warm_start.steps=0", "rollout.prompts_per_step=7", "rollout.group_size=2",
              "train.save_every=0", "train.log_every=1"]

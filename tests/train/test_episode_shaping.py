@@ -16,9 +16,9 @@ from mmrlvr.config import Config
 from mmrlvr.rollout.episodes import policy_mask_of, run_episodes
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.train.learner import LogprobOptions, rows_logprobs
-from mmrlvr.train.signals import black_fill
-from mmrlvr.train.step import Round, _rectangular_batch, advantages_for, overlong_lengths
-from mmrlvr.train.token_roles import weigh_tokens
+from mmrlvr.methods.token_weighting.signals import black_fill
+from mmrlvr.recipe.step import Round, _rectangular_batch, advantages_for, overlong_lengths
+from mmrlvr.methods.token_weighting.weigher import weigh_tokens
 from mmrlvr.types import Completion, RolloutBatch
 from tests.rollout.test_episodes import _cfg, _prompts  # noqa: F401 - also registers test_zoom_then_ask
 

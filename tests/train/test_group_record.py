@@ -10,7 +10,7 @@ from mmrlvr.config import load_config
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.step import STRATEGIES, collect
+from mmrlvr.recipe.step import strategies_for, collect
 from mmrlvr.types import Group
 from mmrlvr.verifiers.score import InProcessScorer
 
@@ -33,7 +33,7 @@ def _collect(tiny, as_tuple: bool):
         return dataclasses.replace(rnd, extra_groups=[*rnd.extra_groups, _pair(rnd, as_tuple)])
 
     return collect(HFRolloutEngine(model, processor), SeededStream(load_task("counting", "train", 4, 0), 0),
-                   InProcessScorer(), cfg, seed=0, strategies=(*STRATEGIES, add_pair))
+                   InProcessScorer(), cfg, seed=0, strategies=(*strategies_for(cfg), add_pair))
 
 
 def test_a_tuple_is_read_as_the_record_with_its_fields_named():

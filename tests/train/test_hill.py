@@ -18,11 +18,11 @@ from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.rollout.hill import hinted_sample
 from mmrlvr.tasks import load_task
-from mmrlvr.train import hill
+from mmrlvr.methods.hill import hints as hill
 from mmrlvr.train.learner import loss_mask
 from mmrlvr.train.logprobs import completion_logprobs
-from mmrlvr.train.loop import _write_samples
-from mmrlvr.train.step import advantages_for, collect
+from mmrlvr.recipe.loop import _write_samples
+from mmrlvr.recipe.step import advantages_for, collect
 from mmrlvr.types import Verdict
 
 ZEROS = [0.0] * 4

@@ -14,8 +14,8 @@ from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts
 from mmrlvr.tasks import load_task
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.sft import target_ids
-from mmrlvr.train.signals import _forward, _visual_ids, compute_signals
-from mmrlvr.train.token_roles import step_ids
+from mmrlvr.methods.token_weighting.signals import _forward, _visual_ids, compute_signals
+from mmrlvr.methods.token_weighting.weigher import step_ids
 
 G = 2
 
@@ -106,8 +106,8 @@ def test_step_ids_decode_each_token_and_zero_the_padding(tiny):
 
 
 def test_loop_weighs_with_kawhi_and_writes_its_signals(tmp_path, monkeypatch):
-    from mmrlvr.train import token_roles
-    from mmrlvr.train.loop import train
+    from mmrlvr.methods.token_weighting import weigher as token_roles
+    from mmrlvr.recipe.loop import train
 
     splits = []
     real = token_roles.step_ids
@@ -154,7 +154,7 @@ def test_loop_weighs_with_kawhi_and_writes_its_signals(tmp_path, monkeypatch):
 ])
 def test_bad_kawhi_settings_fail_before_training(tmp_path, override, match):
     from mmrlvr.config import ConfigError
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     cfg = load_config(None, ["token_weighting.method=kawhi", override, f"output_dir={tmp_path / 'run'}"])
     with pytest.raises(ConfigError, match=match):

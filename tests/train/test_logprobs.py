@@ -60,7 +60,7 @@ def _batch(fresh_tiny, extra=()):
     from mmrlvr.config import load_config
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.data.sources import SeededStream
-    from mmrlvr.train.step import collect
+    from mmrlvr.recipe.step import collect
     from tests.train.step_helpers import run_update, with_algo
     from mmrlvr.verifiers.score import InProcessScorer
     from mmrlvr.tasks import load_task

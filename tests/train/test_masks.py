@@ -12,7 +12,7 @@ from mmrlvr.rollout.hf import HFRolloutEngine, trim_at_stop
 from mmrlvr.tasks import load_task
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.train.learner import loss_mask
-from mmrlvr.train.step import collect
+from mmrlvr.recipe.step import collect
 from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from mmrlvr.config import ConfigError, load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = [
@@ -203,7 +203,7 @@ def test_a_non_finite_gradient_leaves_the_masters_as_they_were(tiny):
 
     from mmrlvr.train.learner import Learner
     from mmrlvr.train.precision import MasterWeights
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.step import advantages_for
     from tests.train.test_nonfinite import _setup, _update
 
     model, batch, cfg, suppress = _setup(tiny, "train.max_nonfinite_steps=3")

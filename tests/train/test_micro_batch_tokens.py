@@ -20,7 +20,7 @@ from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import Learner, LogprobOptions, batch_lengths
 from mmrlvr.train.micro_batches import forward_tokens
 from mmrlvr.data.sources import SeededStream
-from mmrlvr.train.step import advantages_for, collect
+from mmrlvr.recipe.step import advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 B, G, T = 3, 4, 8

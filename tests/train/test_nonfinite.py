@@ -16,7 +16,7 @@ from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import Learner
 from mmrlvr.train.nonfinite import NonFiniteUpdateError
 from mmrlvr.data.sources import SeededStream
-from mmrlvr.train.step import advantages_for, collect
+from mmrlvr.recipe.step import advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0], [0.2, 0.0, 0.0, 0.0]])

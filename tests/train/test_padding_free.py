@@ -16,7 +16,7 @@ from mmrlvr.cli import main
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.train.learner import Learner, LogprobOptions, batch_lengths
 from mmrlvr.train.micro_batches import forward_tokens
-from mmrlvr.train.step import advantages_for
+from mmrlvr.recipe.step import advantages_for
 from tests.train.test_micro_batch_tokens import B, G, _batch, _cfg, _grads
 
 CASES = {
@@ -105,7 +105,7 @@ def test_token_signals_forwards_pack_except_the_probed_ones(tiny):
     keeps its padded forward."""
     from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts
     from mmrlvr.tasks import load_task
-    from mmrlvr.train.signals import black_fill, compute_signals
+    from mmrlvr.methods.token_weighting.signals import black_fill, compute_signals
     from mmrlvr.train.sft import target_ids
 
     model, processor = tiny

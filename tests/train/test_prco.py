@@ -16,7 +16,7 @@ from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import LogprobOptions, batch_logprobs, loss_mask
-from mmrlvr.train.step import advantages_for, collect
+from mmrlvr.recipe.step import advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 B, G, K = 2, 3, 2
@@ -89,7 +89,7 @@ def test_advantages_by_hand_per_prompt_for_captions_per_caption_for_answers(tiny
 
 
 def test_a_leaking_caption_gets_the_leak_reward_and_its_answers_are_not_trained(tiny, monkeypatch):
-    import mmrlvr.train.prco as prco
+    import mmrlvr.methods.prco.solve as prco
 
     real = prco.leaked
 

@@ -9,8 +9,9 @@ from mmrlvr.algos.advantages import EstimatorContext
 from mmrlvr.algos.presets import resolve_config
 from mmrlvr.config import load_config
 from mmrlvr.config.efficiency import max_reward
-from mmrlvr.data.sources import PromptStats, prompt_source
-from mmrlvr.train.step import advantages_for
+from mmrlvr.data.sources import PromptStats
+from mmrlvr.recipe.loop import prompt_source
+from mmrlvr.recipe.step import advantages_for
 from mmrlvr.types import RolloutBatch, Sample
 
 TC = ["temporal_contrast.enabled=true", "temporal_contrast.alpha=0.3", "rewards=[{verifier: count, weight: 1.0}]"]

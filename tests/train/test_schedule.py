@@ -79,7 +79,7 @@ def test_a_run_without_lora_never_imports_peft(tmp_path):
     code = f"""
 import json, sys
 from mmrlvr.config import load_config
-from mmrlvr.train.loop import train
+from mmrlvr.recipe.loop import train
 train(load_config({str(ROOT / 'configs/quickstart.yaml')!r}, [
     "output_dir={tmp_path / 'run'}", "task.train_size=16", "task.eval_size=4", "warm_start.steps=0",
     "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "train.steps=1",

@@ -6,8 +6,8 @@ import torch
 from accelerate import Accelerator
 
 from mmrlvr.algos.presets import resolve_algo
-from mmrlvr.train.step import advantages_for
-from mmrlvr.train.token_roles import PendingWeighting, shares_forward, signals_needed, weigh_tokens
+from mmrlvr.recipe.step import advantages_for
+from mmrlvr.methods.token_weighting.weigher import PendingWeighting, shares_forward, signals_needed, weigh_tokens
 from tests.train.step_helpers import run_update, with_algo
 from tests.train.test_token_weighting import _apply, _max_diff, _setup
 
@@ -86,7 +86,7 @@ def test_the_learners_weigher_decides_where_the_signals_come_from(fresh_tiny):
 
     from mmrlvr.models.wrapping import base_model
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.token_roles import TokenWeigher
+    from mmrlvr.methods.token_weighting.weigher import TokenWeigher
 
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=vppo", "seed=5",

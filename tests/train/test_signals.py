@@ -7,7 +7,7 @@ from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts
 from mmrlvr.tasks import load_task
 from mmrlvr.train.logprobs import completion_logprobs
-from mmrlvr.train.signals import black_fill, compute_signals, corrupt_media, visual_attention
+from mmrlvr.methods.token_weighting.signals import black_fill, compute_signals, corrupt_media, visual_attention
 from mmrlvr.train.sft import target_ids
 
 G = 2
@@ -105,7 +105,7 @@ def test_similarity_probe_equals_hidden_states(tiny, batch):
     model, _ = tiny
     inputs, ids, mask = batch
     sig = compute_signals(model, inputs, ids, mask, ["visual_similarity"], similarity_layers=[0, 1], chunk_rows=4)
-    from mmrlvr.train.signals import _forward, _visual_ids
+    from mmrlvr.methods.token_weighting.signals import _forward, _visual_ids
 
     with torch.no_grad():
         out = _forward(model, inputs, ids, mask, output_hidden_states=True, logits_to_keep=1)
@@ -132,7 +132,7 @@ def test_released_similarity_is_the_mean_over_all_hidden_states_at_each_token(ti
     inputs, ids, mask = batch
     sig = compute_signals(model, inputs, ids, mask, ["visual_similarity"], similarity_layers=None,
                           similarity_at_token=True, chunk_rows=4)
-    from mmrlvr.train.signals import _forward, _visual_ids
+    from mmrlvr.methods.token_weighting.signals import _forward, _visual_ids
 
     with torch.no_grad():
         out = _forward(model, inputs, ids, mask, output_hidden_states=True, logits_to_keep=1)
@@ -174,7 +174,7 @@ def test_visual_attention_is_eager_attention_mass_and_restores_the_implementatio
     assert model.config._attn_implementation == before
     assert att.shape == ids.shape and (att[~mask.bool()] == 0).all()
     assert ((att >= 0) & (att <= 1 + 1e-5)).all() and att[mask.bool()].min() > 0
-    from mmrlvr.train.signals import _forward, _visual_ids
+    from mmrlvr.methods.token_weighting.signals import _forward, _visual_ids
 
     model.set_attn_implementation("eager")
     try:

@@ -11,7 +11,7 @@ from mmrlvr.data.media import ShuffledVideo
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.data.sources import SeededStream
-from mmrlvr.train.step import collect
+from mmrlvr.recipe.step import collect
 from tests.train.step_helpers import with_algo
 from mmrlvr.verifiers.score import make_scorer
 

@@ -11,11 +11,11 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
-from mmrlvr.train.signals import black_fill
+from mmrlvr.methods.token_weighting.signals import black_fill
 from mmrlvr.data.sources import SeededStream
-from mmrlvr.train.step import advantages_for, collect
+from mmrlvr.recipe.step import advantages_for, collect
 from tests.train.step_helpers import run_update, with_algo
-from mmrlvr.train.token_roles import weigh_tokens
+from mmrlvr.methods.token_weighting.weigher import weigh_tokens
 from mmrlvr.verifiers.score import InProcessScorer
 
 BASE = ["rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6", "train.max_grad_norm=1e9"]
@@ -98,7 +98,7 @@ def test_weights_computed_once_per_batch_do_not_depend_on_diagnostics(fresh_tiny
 
 def test_corruption_is_reseeded_every_step_and_read_at_the_sampling_temperature(fresh_tiny):
     from mmrlvr.data.collate import select_rows
-    from mmrlvr.train.signals import compute_signals
+    from mmrlvr.methods.token_weighting.signals import compute_signals
 
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=vppo", "seed=3",
@@ -120,7 +120,7 @@ def test_corruption_is_reseeded_every_step_and_read_at_the_sampling_temperature(
 def test_pepo_weighs_with_the_similarity_its_variant_names(fresh_tiny):
     from mmrlvr.algos.token_weights import token_weights
     from mmrlvr.data.collate import select_rows
-    from mmrlvr.train.signals import compute_signals
+    from mmrlvr.methods.token_weighting.signals import compute_signals
 
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=pepo", "train.steps=4"])
@@ -142,8 +142,8 @@ def test_pepo_weighs_with_the_similarity_its_variant_names(fresh_tiny):
 def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from mmrlvr.train import token_roles
-    from mmrlvr.train.loop import train
+    from mmrlvr.methods.token_weighting import weigher as token_roles
+    from mmrlvr.recipe.loop import train
 
     progress = []
     real = token_roles.token_weights
@@ -203,7 +203,7 @@ def test_loop_logs_token_diagnostics_and_writes_token_roles(tmp_path, monkeypatc
 ])
 def test_bad_token_weighting_settings_fail_before_training(tmp_path, override, match):
     from mmrlvr.config import ConfigError
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     cfg = load_config(None, [override, f"output_dir={tmp_path / 'run'}"])
     with pytest.raises(ConfigError, match=match):
@@ -214,7 +214,7 @@ def test_bad_token_weighting_settings_fail_before_training(tmp_path, override, m
 def test_the_weigher_weighs_at_the_step_it_is_given(fresh_tiny):
     """PEPO's weights move with training progress (step / train.steps): the weigher the learner
     owns must weigh at the step it is handed, not one behind."""
-    from mmrlvr.train.token_roles import TokenWeigher
+    from mmrlvr.methods.token_weighting.weigher import TokenWeigher
 
     model, _ = fresh_tiny
     cfg, algo, batch, suppress, fill = _setup(fresh_tiny, ["token_weighting.method=pepo", "train.steps=4"])

@@ -14,7 +14,7 @@ from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task
 from mmrlvr.train.learner import Learner
 from mmrlvr.data.sources import SeededStream
-from mmrlvr.train.step import STRATEGIES, advantages_for, collect
+from mmrlvr.recipe.step import strategies_for, advantages_for, collect
 from mmrlvr.verifiers.score import InProcessScorer
 
 
@@ -32,7 +32,7 @@ def test_a_strategy_group_of_another_size_is_trained_on(tiny):
                                             "rollout.max_new_tokens=6", "verifier_workers=0"]))
     engine = HFRolloutEngine(model, processor)
     batch = collect(engine, SeededStream(load_task("counting", "train", 6, 0), 0), InProcessScorer(), cfg,
-                    seed=0, strategies=(*STRATEGIES, add_pair_of_first_prompt))
+                    seed=0, strategies=(*strategies_for(cfg), add_pair_of_first_prompt))
     assert batch.group_sizes == [4, 4, 4, 2] and batch.completion_ids.shape[0] == 14
     assert batch.rewards.shape == (4, 4) and torch.isnan(batch.rewards[3, 2:]).all()
     assert batch.sample_ids[3] == batch.sample_ids[0] and batch.sampler_logprobs.shape == batch.completion_ids.shape
@@ -56,7 +56,7 @@ def test_token_roles_name_the_right_prompt_and_reward_in_groups_of_unequal_size(
     """Rows of a 1-completion group after a 3-completion one: row 3 is prompt 1's, reward rewards[1, 0]."""
     import json
 
-    from mmrlvr.train.token_roles import TokenWeighting, write_token_roles
+    from mmrlvr.methods.token_weighting.weigher import TokenWeighting, write_token_roles
     from mmrlvr.types import RolloutBatch, Sample, Verdict
 
     samples = [Sample("a", (), 1), Sample("b", (), 2)]
@@ -76,8 +76,8 @@ def test_samples_and_token_roles_files_find_each_rows_group_when_groups_differ(t
     its reward rewards[2, 0] (not the NaN padding at rewards.view(-1)[3])."""
     import json
 
-    from mmrlvr.train.loop import _write_samples
-    from mmrlvr.train.token_roles import TokenWeighting, write_token_roles
+    from mmrlvr.recipe.loop import _write_samples
+    from mmrlvr.methods.token_weighting.weigher import TokenWeighting, write_token_roles
     from mmrlvr.types import RolloutBatch, Sample, Verdict
 
     nan = float("nan")

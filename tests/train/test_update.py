@@ -7,7 +7,7 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.data.sources import SeededStream
-from mmrlvr.train.step import collect
+from mmrlvr.recipe.step import collect
 from tests.train.step_helpers import run_update, with_algo
 from mmrlvr.verifiers.score import InProcessScorer
 from mmrlvr.tasks import load_task
@@ -130,7 +130,7 @@ def test_overlong_penalty_lowers_the_reward_of_long_completions():
     from types import SimpleNamespace
 
     from mmrlvr.train.learner import loss_mask
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.step import advantages_for
 
     cfg = load_config(None, ["rollout.max_new_tokens=8", "algo.advantage=dr_grpo", "algo.overlong_buffer=4",
                              "algo.overlong_factor=1.0"])

@@ -6,7 +6,7 @@ import torch
 
 from mmrlvr.data.collate import encode_prompts, pad_right
 from mmrlvr.tasks import load_task
-from mmrlvr.train.signals import black_fill, compute_signals
+from mmrlvr.methods.token_weighting.signals import black_fill, compute_signals
 from mmrlvr.train.sft import target_ids, warm_start
 
 

@@ -13,8 +13,8 @@ import math
 
 import torch
 
-from mmrlvr.train.loop import _write_samples
-from mmrlvr.train.token_roles import TokenWeighting, write_token_roles
+from mmrlvr.recipe.loop import _write_samples
+from mmrlvr.methods.token_weighting.weigher import TokenWeighting, write_token_roles
 from mmrlvr.types import RolloutBatch, Sample
 from mmrlvr.verifiers.base import Verdict
 

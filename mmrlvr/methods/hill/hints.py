@@ -1,6 +1,6 @@
 """HiLL's step (`rollout.episode: hill`): hints for all-incorrect groups, re-rollouts, hint rewards.
 
-A collect strategy (`mmrlvr.train.step.EPISODE_STRATEGIES`), as the authors' trainer runs one step
+HiLL's `collect` hook (called by `mmrlvr.recipe.step.collect`), as the authors' trainer runs one step
 (Andree-9/HiLL at 195d94e, `verl/trainer/ppo/hill_ray_trainer.py` "HT", `hinter_utils.py` "HU"):
 1. the round's groups whose every reward is <= 0.5 are hard (HT:424-447); with fewer than
    `min_hard_prompts` of them nothing happens (HT:464, 960-962);

@@ -15,7 +15,7 @@ from mmrlvr.data.bad_rows import max_bad_frac_setting
 from mmrlvr.data.heldout import small_split_note
 from mmrlvr.models.load import checkpoint_path, load_checkpoint
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.train.arrol_eval import head_at_k, load_head
+from mmrlvr.methods.hooks import METHODS
 from mmrlvr.train.evaluate import eval_terms, evaluate
 from mmrlvr.train.setup import set_threads_and_seed, task_args
 from mmrlvr.config.validate import check_sample_verifiers, validate_config
@@ -30,8 +30,7 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
     for note in config_warnings(cfg):  # valid, but deprecated or not doing what it looks like
         print(f"mmrlvr: warning: {note}", file=sys.stderr)
     checkpoint = checkpoint_path(checkpoint)  # a missing directory fails here, before any loading
-    weigh = cfg.sample_efficiency.arrol.eval_weighting == "head" and samples > 1
-    head = load_head(checkpoint) if weigh else None  # arrol's quality head, from the checkpoint's run state
+    rankers = eval_rankers(cfg, checkpoint, samples)  # before the model loads: what a method needs must be there
     accelerator = set_threads_and_seed(cfg)
     size = cfg.task.eval_size if split == "eval" else cfg.task.train_size
     rows = load_task(cfg.task.name, split, size, cfg.seed, **task_args(cfg))
@@ -46,16 +45,26 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
         result = evaluate(engine, rows, scorer, cfg.rollout, cfg.eval.batch_size,
                           cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms=terms, k=samples,
                           seed=cfg.seed, max_bad_frac=max_bad_frac_setting(cfg.task)[0])
-        if head is not None and result["n"]:
+        if rankers and result["n"]:
             skipped = {x["row"] for x in result["skipped"]}
             kept = [s for i, s in enumerate(rows) if s.meta.get("row", i) not in skipped]
-            result.update(head_at_k(engine, head, kept, cfg.rollout, samples, cfg.sample_efficiency.arrol.prefix_tokens,
-                                    cfg.seed, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, terms, scorer))
+            for rank in rankers:  # a method's own choice among the k samples, reported beside pass@k
+                result.update(rank(engine, kept, cfg.rollout, cfg.seed, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
+                                   terms, scorer))
     finally:
         scorer.close()
     metrics = result.pop("metrics")
     return {"task": cfg.task.name, "checkpoint": checkpoint, "split": split, **result, **metrics,
             "verifiers": [spec for spec, _ in terms] or "each sample's own"}
+
+
+def eval_rankers(cfg: Config, checkpoint: str, samples: int) -> list:
+    """Every registered method's `eval_rank` that applies to this evaluation (a method's choice
+    among k samples may be asked for by a run that did not train with it on, so all are asked)."""
+    import mmrlvr.methods  # noqa: F401 - registers the methods
+
+    asked = (METHODS.get(name) for name in METHODS.in_order())
+    return [r for r in (m.eval_rank(cfg, checkpoint, samples) for m in asked if m.eval_rank is not None) if r is not None]
 
 
 def default_out(checkpoint: str) -> Path:

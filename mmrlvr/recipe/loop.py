@@ -1,7 +1,9 @@
 """The RL loop: sample -> generate -> score -> advantages -> update -> log -> checkpoint.
 
-One function that reads top to bottom. A new method is a new pure function in `mmrlvr.algos`
-plus a config field, never a callback or a subclass.
+One function that reads top to bottom. It names no method: the active methods' hooks
+(`mmrlvr.methods`) run at fixed points (launch, prompt source, token weigher, run-time state,
+generation and collect steps inside `collect`, the estimator's settings, sync after the
+advantages, files on logged steps), and each method's state is saved under its name.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from mmrlvr.data.bad_rows import BadRows, max_bad_frac_setting
 from mmrlvr.data.feed import MediaStream
 from mmrlvr.data.io import TaskSamples
 from mmrlvr.data.prompts import prompt_text
-from mmrlvr.data.demos import DemoSource, DemoStrategy
-from mmrlvr.data.sources import prompt_source
+from mmrlvr.data.sources import SeededStream
+from mmrlvr.methods import hooks
 from mmrlvr.rollout.factory import make_engine
 from mmrlvr.rollout.lagged import LaggedEngine, Lookahead
 from mmrlvr.train.checkpoint import (latest_checkpoint, remove_partial_saves, load_trainer_state,
@@ -36,19 +38,12 @@ from mmrlvr.train.progress import Progress
 from mmrlvr.train.run_dir import claim_run_dir, release_lock
 from mmrlvr.train.run_dir_paths import clear_run_dir
 from mmrlvr.train.schedule import make_scheduler
-from mmrlvr.train.setup import (
-    prepare_policy, reference_policy, set_threads_and_seed, sharded_launch, start_trackers,
-    token_weighting_for_launch,
-)
-from mmrlvr.train.signals import black_fill
+from mmrlvr.train.setup import prepare_policy, reference_policy, set_threads_and_seed, sharded_launch, start_trackers
 from mmrlvr.train.learner import Learner
-from mmrlvr.train.arrol_round import make_pruner
-from mmrlvr.train.run import Run
-from mmrlvr.train.run_state import RunState
-from mmrlvr.train.step import advantages_for, collect, local_prompts, round_seed
-from mmrlvr.train.token_roles import TokenWeigher, write_token_roles
+from mmrlvr.recipe.run import Run
+from mmrlvr.recipe.run_state import RunState
+from mmrlvr.recipe.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.preflight import check_settings, cpu_fallback_note, load_splits
-from mmrlvr.config.efficiency import uses_dbb
 from mmrlvr.config.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
@@ -57,7 +52,7 @@ from mmrlvr.verifiers.score import make_scorer
 def train(cfg: Config) -> dict:
     """Run warm start (if configured), RL and the before/after evaluations; return the summary."""
     check_settings(cfg)  # every bad setting, a missing device, a run dir it may not clear: before anything heavy
-    # the notes read the config as written (resolving makes DBB's two switches agree, and hides a conflict)
+    # the notes read the config as written (resolving makes two switches of one method agree, and hides a conflict)
     notes = [*config_warnings(cfg), *filter(None, [cpu_fallback_note(cfg)])]
     run = open_run(resolve_config(cfg), notes=notes)  # the one config read from here on
     try:
@@ -81,7 +76,7 @@ def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
     t_start = time.perf_counter()
     run_dir = Path(cfg.output_dir)
     accelerator = set_threads_and_seed(cfg, log_with=cfg.train.log_with)
-    cfg = token_weighting_for_launch(cfg, accelerator)  # before the model loads
+    cfg = hooks.launch(cfg, accelerator)  # each method's say on this launch, before the model loads
     is_main = accelerator.is_main_process  # only rank 0 writes the run directory
     notes = config_warnings(cfg) if notes is None else notes
     for note in notes if is_main else ():  # valid, but not doing what it looks like
@@ -108,7 +103,7 @@ def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
         progress.note(f"resumed from {ckpt} (step {state.step})")
     log.truncate_after(state.step if ckpt is not None else None)  # lines of a killed run are redone
     # batches arrive decoded (a background thread decodes the next one); bad media are dropped
-    source = MediaStream(_train_source(cfg, train_set), processor=processor, bad_rows=BadRows.of(train_set, bad_limit))
+    source = MediaStream(prompt_source(train_set, cfg), processor=processor, bad_rows=BadRows.of(train_set, bad_limit))
     if state.source:
         source.load_state_dict(state.source)
     if cfg.rollout.async_steps:  # step t+1's prompts are drawn during step t (mmrlvr.rollout.lagged)
@@ -116,7 +111,7 @@ def open_run(cfg: Config, notes: Iterable[str] | None = None) -> Run:
     run = Run(cfg, run_dir, accelerator, processor, learner, engine, source,
               make_scorer(cfg.verifier_timeout, cfg.verifier_workers, plugins), state, log, progress, eval_set,
               eval_terms(cfg.rewards, cfg.eval.verifiers), bad_limit,
-              pruner=make_pruner(cfg, state.arrol),  # arrol's quality head, as the checkpoint left it
+              methods=hooks.Live.start(cfg, state.methods),  # each method's state, as the checkpoint left it
               t_start=t_start)
     if state.eval_before is None:
         before = run.evaluate()
@@ -148,7 +143,7 @@ def _checkpoint(run: Run, step: int) -> None:
     every `train.save_every` steps and at the last."""
     state, train_cfg = run.state, run.cfg.train
     state.step, state.source = step, run.source.state_dict()
-    state.arrol = run.pruner.state_dict() if run.pruner is not None else {}
+    state.methods = run.methods.state_dicts()
     if (train_cfg.save_every and step % train_cfg.save_every == 0) or step == train_cfg.steps:
         learner = run.learner
         save_checkpoint(run.run_dir, step, learner.policy, run.processor, learner.optimizer, state.to_dict(),
@@ -175,15 +170,10 @@ def _finish(run: Run) -> dict:
     return summary
 
 
-def _train_source(cfg: Config, train_set):
-    """The RL prompts: the seeded stream or prompt replay, with demonstrations drawn right after
-    `take` when `sample_efficiency.demos` is on (never for evaluation, which reads eval_set)."""
-    source = prompt_source(train_set, cfg)
-    dm = cfg.sample_efficiency.demos
-    if dm.enabled:
-        source = DemoSource(source, DemoStrategy(train_set, cfg.seed, p0=dm.p0, k=dm.k,
-                                                 anneal_steps=dm.anneal_steps or cfg.train.steps))
-    return source
+def prompt_source(train_set, cfg: Config):
+    """The RL prompts: the seeded stream, as the active methods' `source` hooks leave it (replaced,
+    or wrapped; never for evaluation, which reads eval_set)."""
+    return hooks.source(cfg, train_set, SeededStream(train_set, cfg.seed))
 
 
 def _open_run_dir(cfg: Config, run_dir: Path, is_main: bool):
@@ -219,10 +209,8 @@ def _learner_and_engine(cfg: Config, accelerator, model, processor, resumed: boo
     engine = make_engine(cfg, accelerator.unwrap_model(model), processor)
     if cfg.rollout.async_steps:
         engine = LaggedEngine(engine)
-    # per-token weights (perception / reasoning signals) from no-grad forwards of the unwrapped
-    # policy: through the DDP wrapper each forward would also broadcast buffers, a collective that
-    # hangs when only rank 0 runs diagnostics
-    weigher = TokenWeigher(cfg, engine.suppress_ids, fill=black_fill(processor), tokenizer=processor.tokenizer)
+    weighs = hooks.only(cfg, "weights")  # per-token weights the learner scales advantages with (None: all 1)
+    weigher = None if weighs is None else weighs.weights(cfg, engine, processor)
     learner = Learner(cfg, model, optimizer, accelerator, engine.suppress_ids, scheduler=scheduler, ref_model=ref_model,
                       masters=masters if masters is not None and len(masters) else None, weigher=weigher)
     return learner, engine
@@ -242,17 +230,14 @@ def rl_step(run: Run, step: int) -> dict:
     # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
     run.scorer.failures.begin_step()  # an evaluation since the last step scored items that are not this step's
     batch = collect(engine, source, run.scorer, cfg, seed=cfg.seed * 100_003 + step, step=step,  # `_generate_ahead`'s seed
-                    pruner=run.pruner)
+                    generator=run.methods.generator())
     stop_scoring_if_broken(run.scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros
     log_step = step % cfg.train.log_every == 0 or step == 1
     # 4. advantages (stateful estimators read the per-prompt statistics before this step's
     # rewards), then the statistics and the source learn every group scored (all ranks', also
     # the groups dynamic sampling dropped)
     adv = advantages_for(batch, cfg, EstimatorContext(batch.sample_ids, step, state.prompt_stats))
-    if uses_dbb(cfg):  # each rank updated its own prompts' posteriors: share them
-        stats = state.prompt_stats
-        for sid, ab in gather_lists([(sid, stats.extra(sid)["dbb"]) for sid in dict.fromkeys(batch.sample_ids)]):
-            stats.extra(sid)["dbb"] = list(ab)
+    run.methods.sync(state.prompt_stats, batch.sample_ids)  # what each rank's methods learned, on every rank
     scored = gather_lists(batch.scored or list(zip(batch.sample_ids, batch.rewards.tolist())))
     ids, rows = [i for i, _ in scored], [r for _, r in scored]
     state.prompt_stats.update(step, ids, rows)
@@ -263,22 +248,20 @@ def rl_step(run: Run, step: int) -> dict:
     # logged steps) and the policy update (ppo_epochs x mini_batches optimizer steps, then the LR
     # schedule): the learner's weigher decides whether the signals take their own forwards or
     # the update's
-    stats, tw = learner.weigh_and_update(batch, adv, step=step,
-                                         diagnose=cfg.token_weighting.diagnostics and log_step and run.write)
+    stats, tw = learner.weigh_and_update(batch, adv, step=step, diagnose=log_step and run.write)
     staleness = engine.synced_version - batch.policy_version if batch.policy_version is not None else None
     engine.sync_weights(learner.policy)
     metrics = reduce_metrics({  # each rank's shard -> the global batch (identity in one process)
-        **batch.metrics, **stats, **tw.metrics,
+        **batch.metrics, **stats, **(tw.metrics if tw is not None else {}),
         "reward/mean": batch.rewards.nanmean().item(),
         "time/step": time.perf_counter() - t0,
         "data/bad_media": source.pop_bad(),
-        **source.metrics(),  # replay/frac, replay/queue, replay/mean_reuse; demos/frac
+        **source.metrics(),  # what the prompt source reports (a method's source: its own keys)
         **({"rollout/staleness": staleness} if staleness is not None else {}),
     })
     if run.write and log_step:
         _write_samples(run.run_dir, step, batch)
-        write_token_roles(run.run_dir, step, batch, adv, tw, run.tokenizer, cfg.token_weighting.method,
-                          cfg.token_weighting.roles_per_step)
+        run.methods.record(run.run_dir, step, batch, adv, tw, run.tokenizer, cfg)
     return metrics
 
 
@@ -295,7 +278,7 @@ def _generate_ahead(run: Run, step: int) -> None:
 def _write_samples(run_dir: Path, step: int, batch, k: int = 8) -> None:
     """A few completions with their verdicts, for a person to read: up to k // (prompts) from each
     of the first k // 2 prompts, so both the spread across prompts and within a group are visible.
-    Groups may differ in size (hints, pruning, episodes): rows are found by `row_groups`."""
+    Groups may differ in size (a method may add or replace groups; episodes): rows are found by `row_groups`."""
     out = run_dir / "samples"
     out.mkdir(exist_ok=True)
     prompts = min(len(batch.samples), max(1, k // 2))

@@ -2,7 +2,8 @@
 
 One JSON-serialisable record (it is written into each checkpoint's state.json): the last
 finished step, the held-out evaluation before RL, the warm start's summary, the prompt source's
-state, the per-prompt statistics and arrol's quality head (when on). `to_dict()` / `from_dict()` are the only (de)serialisers.
+state, the per-prompt statistics, and each active method's own state under the method's name
+(only a non-empty one is written). `to_dict()` / `from_dict()` are the only (de)serialisers.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import dataclasses
 
 from mmrlvr.data.sources import PromptStats
+
+CORE_KEYS = ("step", "eval_before", "warm_start", "source", "prompt_stats", "data_pos")
+"""The keys of state.json that are the run's own; every other key is a method's state."""
 
 
 @dataclasses.dataclass
@@ -19,13 +23,12 @@ class RunState:
     warm_start: dict | None = None
     source: dict = dataclasses.field(default_factory=dict)  # the prompt source's state_dict()
     prompt_stats: PromptStats = dataclasses.field(default_factory=PromptStats)
-    arrol: dict = dataclasses.field(default_factory=dict)  # arrol's quality head (ArrolPruner.state_dict), {} when off
-
+    methods: dict[str, dict] = dataclasses.field(default_factory=dict)  # method name -> its state_dict()
 
     def to_dict(self) -> dict:
         return {"step": self.step, "eval_before": self.eval_before, "warm_start": self.warm_start,
                 "source": dict(self.source), "prompt_stats": self.prompt_stats.state_dict(),
-                **({"arrol": self.arrol} if self.arrol else {})}
+                **{name: state for name, state in self.methods.items() if state}}
 
     @classmethod
     def from_dict(cls, d: dict) -> "RunState":
@@ -33,4 +36,5 @@ class RunState:
         source = d.get("source") or {"kind": "seeded_stream", "pos": int(d.get("data_pos", 0))}
         stats = PromptStats()
         stats.load_state_dict(d.get("prompt_stats") or {})
-        return cls(int(d["step"]), d.get("eval_before"), d.get("warm_start"), source, stats, dict(d.get("arrol") or {}))
+        methods = {k: dict(v) for k, v in d.items() if k not in CORE_KEYS and v}
+        return cls(int(d["step"]), d.get("eval_before"), d.get("warm_start"), source, stats, methods)

@@ -18,7 +18,7 @@ import torch
 from mmrlvr.algos.kawhi import segment_steps
 from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, token_labels, token_weights
 from mmrlvr.data.collate import select_rows
-from mmrlvr.train.signals import compute_signals
+from mmrlvr.methods.token_weighting.signals import compute_signals
 from mmrlvr.train.learner import micro_rows, one_forward_update
 from mmrlvr.train.forward_rows import split_rows
 from mmrlvr.train.micro_batches import consecutive, row_lengths
@@ -135,6 +135,7 @@ class TokenWeigher:
               diagnose: bool = False) -> "TokenWeighting | PendingWeighting":
         """Weigh `batch` (advantages `adv` (N, 1)) for step `step`'s update of `model` (unwrapped)."""
         cfg = self.cfg
+        diagnose = diagnose and bool(cfg.token_weighting.diagnostics)  # the step asks on logged steps, rank 0
         share = shares_forward(cfg, cfg.algo, signals_needed(cfg.token_weighting.method, diagnose))
         return weigh_tokens(model, batch, adv, cfg, cfg.algo, self.suppress, step=step, fill=self.fill,
                             diagnose=diagnose, share=share, tokenizer=self.tokenizer)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from mmrlvr.train.arrol_head import QualityHead
+from mmrlvr.methods.arrol.head import QualityHead
 
 ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 

@@ -1,7 +1,7 @@
 """PRCO's collect step: the Solver answers each Observer caption, and both roles get their rewards.
 
-`solve_captions` runs after the round's captions were scored (`mmrlvr.train.step.STRATEGIES`, by
-way of `episode_strategy`); what it computes and which parts are our reading:
+`solve_captions` runs after the round's captions were scored (PRCO's `collect` hook, called by
+`mmrlvr.recipe.step.collect`); what it computes and which parts are our reading:
 `mmrlvr.rollout.prco` and `mmrlvr.algos.prco`.
 """
 

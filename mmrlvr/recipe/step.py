@@ -1,10 +1,11 @@
 """Collecting one RL step's rollouts, and turning their rewards into advantages.
 
 `collect` samples rounds of prompts until the batch is full. After each round is scored, the
-collect-time strategies run in order, each a named function `fn(rnd: Round, ctx: CollectContext)
--> Round` that may change the round's rewards or which groups it keeps (temporal contrast adds
-its bonus, dynamic sampling drops flat groups); a new method (replay, hints, demonstrations) is
-one more such function in `STRATEGIES`, never a callback or a subclass.
+collect steps run in order, each a function `fn(rnd: Round, ctx: CollectContext) -> Round` that
+may change the round's rewards or which groups it keeps: the active methods' `collect` hooks
+(`mmrlvr.methods`), then dynamic sampling, which drops flat groups. A method that generates its
+rounds itself fills `generate` (and `learn`, which hears the round's rewards); the estimator's
+settings come from the methods' `estimator` hook. This file names no method.
 
 `cfg` is always the resolved config (`mmrlvr.algos.presets.resolve_config`): `cfg.algo` holds no None.
 """
@@ -20,61 +21,16 @@ import torch
 from mmrlvr.algos.advantages import EstimatorContext, estimate, flatten_groups, pad_groups
 from mmrlvr.algos.sampling import GroupCollector, informative_groups, longest_run, overlong_penalty
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts, select_rows
+from mmrlvr.methods import hooks
+from mmrlvr.methods.round import CollectContext, Round
 from mmrlvr.rollout.episodes import (episode_metrics, episode_prompts, policy_mask_of, role_reward_metrics, run_episodes,
                                      with_inserted_media)
-from mmrlvr.train.hill import hill_hints
-from mmrlvr.train.prco import solve_captions
 from mmrlvr.train.distributed import all_max, all_reduce, dummy_vision_pass, rank_seed, rank_world, shard, vision_needs_all_ranks
 from mmrlvr.train.rewards import score_completions
-from mmrlvr.train.temporal import temporal_contrast
 from mmrlvr.types import Group, RolloutBatch, Sample
 from mmrlvr.verifiers.failures import failed_frac
 
-@dataclasses.dataclass
-class Round:
-    """One sampling round after scoring: B prompts, their groups, and which groups are kept."""
-
-    prompts: list[Sample]
-    out: object  # the engine's RolloutOutput (completions, ids, mask, sampler_logprobs)
-    rewards: torch.Tensor  # (B, G)
-    verdicts: list  # B * G
-    keep: torch.Tensor  # (B,) bool
-    metrics: dict
-    index: int  # 0 for the first round of the step
-    gen_s: float = 0.0  # seconds spent generating (the rest of the round is scoring)
-    extra_groups: list[Group] = dataclasses.field(default_factory=list)
-    """Groups a strategy adds beyond the engine's (a demonstration, a hinted prompt); their sizes may
-    differ from G. They are kept (trained on) after the round's own groups."""
-    bonus: torch.Tensor | None = None  # (B, G) added by strategies inside `rewards` (None: nothing)
-    replaced: dict[int, Group] = dataclasses.field(default_factory=dict)
-    """{b: group} trained on instead of the round's group b (HiLL: the best hint's re-rollouts); the
-    prompt source and statistics still hear the round's own group b."""
-    derived_groups: list[Group] = dataclasses.field(default_factory=list)
-    """Groups a strategy made from the round's prompts (HiLL's hinter prompts): trained on after the
-    round's own, never fed back to the prompt source (their prompts are not the source's)."""
-
-
-@dataclasses.dataclass
-class CollectContext:
-    """What strategies may use: the engine and scorer (to sample or score more), the resolved
-    config, the round's seed and the step."""
-
-    engine: object
-    scorer: object
-    cfg: object
-    seed: int
-    step: int
-
-
-def temporal_contrast_bonus(rnd: Round, ctx: CollectContext) -> Round:
-    """Video prompts answered again on shuffled frames (scored, never trained on) -> a reward bonus."""
-    rank, world = rank_world()
-    rewards, metrics = temporal_contrast(ctx.engine, rnd.prompts, rnd.rewards, rnd.verdicts, ctx.cfg, ctx.scorer,
-                                         seed=rank_seed(ctx.seed * 1000 + 500 + rnd.index, rank, world))
-    if rewards is rnd.rewards:
-        return rnd
-    added = (rewards - rnd.rewards).nan_to_num(0.0) + (rnd.bonus if rnd.bonus is not None else 0.0)
-    return dataclasses.replace(rnd, rewards=rewards, bonus=added, metrics={**rnd.metrics, **metrics})
+__all__ = ["CollectContext", "Round", "collect", "advantages_for", "strategies_for"]
 
 
 def drop_flat_groups(rnd: Round, ctx: CollectContext) -> Round:
@@ -84,18 +40,10 @@ def drop_flat_groups(rnd: Round, ctx: CollectContext) -> Round:
     return dataclasses.replace(rnd, keep=rnd.keep & informative_groups(rnd.rewards))
 
 
-EPISODE_STRATEGIES: dict[str, Callable] = {"prco": solve_captions, "hill": hill_hints}
-"""An episode's own collect step, by `rollout.episode` (prco: the Solver answers each caption; hill: hints
-for the groups with no correct answer, and the hinted re-rollouts)."""
-
-
-def episode_strategy(rnd: Round, ctx: CollectContext) -> Round:
-    own = EPISODE_STRATEGIES.get(getattr(ctx.cfg.rollout, "episode", "single"))
-    return rnd if own is None else own(rnd, ctx)
-
-
-STRATEGIES: tuple[Callable[[Round, CollectContext], Round], ...] = (temporal_contrast_bonus, episode_strategy,
-                                                                    drop_flat_groups)
+def strategies_for(cfg) -> tuple[Callable[[Round, CollectContext], Round], ...]:
+    """The collect steps of a run of `cfg`, in order: the active methods' `collect` hooks, then
+    dynamic sampling (last, so it judges the rewards the methods left)."""
+    return (*hooks.collect_steps(cfg), drop_flat_groups)
 
 
 def local_prompts(b: int, world: int) -> int:
@@ -117,16 +65,18 @@ def round_prompts(stream, need: int, step: int) -> list[Sample]:
     return shard(stream.take(need * world, step), rank, world)
 
 
-def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, index: int, pruner=None) -> Round:
-    prompts = episode_prompts(cfg.rollout, round_prompts(stream, need, step))  # prco: the Observer's prompts
+def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, index: int, generator=None) -> Round:
+    """`generator`: (method, its state) of the method that generates rounds itself, or None."""
+    prompts = episode_prompts(cfg.rollout, round_prompts(stream, need, step))  # an episode's first role's prompts
     policy = getattr(engine, "model", None)
     if policy is not None and not any(p.images or p.videos for p in prompts) and vision_needs_all_ranks(policy, grad=False):
         with torch.no_grad():
             dummy_vision_pass(policy)  # generate's prefill runs the tower on the other ranks
     g = cfg.rollout.group_size
     t0 = time.perf_counter()
-    if pruner is not None:  # arrol: over-generate, prune at the prefix (mmrlvr/train/arrol_round.py)
-        out, pending = pruner.generate(engine, prompts, cfg.rollout, seed=round_seed(seed, index))
+    if generator is not None:  # a method's own generation (its `generate` hook)
+        method, state = generator
+        out, pending = method.generate(state, engine, prompts, cfg.rollout, round_seed(seed, index))
     else:
         out = run_episodes(engine, prompts, g, cfg.rollout, seed=round_seed(seed, index),
                            step=step, return_logprobs=True)
@@ -134,8 +84,8 @@ def _sample_round(engine, stream, scorer, cfg, need: int, seed: int, step: int, 
     if getattr(out, "gen_seconds", None) is not None:  # generated ahead, during the last update
         gen_s = out.gen_seconds
     rewards, metrics, verdicts = score_completions(out.completions, prompts, g, cfg.rewards, scorer)
-    if pruner is not None:  # the head learns the survivors' outcomes (verifier rewards, before any bonus)
-        metrics.update(pruner.learn(pending, rewards))
+    if generator is not None and method.learn is not None:  # verifier rewards, before any collect step's bonus
+        metrics.update(method.learn(state, pending, rewards))
     if getattr(cfg.rollout, "episode", "single") != "single":
         metrics.update({**episode_metrics(out.completions), **role_reward_metrics(out.completions, rewards)})
     return Round(prompts, out, rewards, verdicts, torch.ones(len(prompts), dtype=torch.bool), metrics, index, gen_s)
@@ -158,14 +108,16 @@ def _groups(rnd: Round) -> list[Group]:
 
 
 def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
-            strategies: tuple = STRATEGIES, pruner=None) -> RolloutBatch:
+            strategies: tuple | None = None, generator=None) -> RolloutBatch:
     """Sample G completions for B prompts, score them and run the strategies; with dynamic
     sampling, sample again while groups are dropped (at most `algo.max_rounds` rounds).
 
     With several processes every rank draws the same global prompts from its copy of the
     stream and keeps its own contiguous share (whole groups), samples with its own seed, and
     the ranks agree on the number of rounds, so streams and collective calls stay in step.
-    `pruner` (arrol's `ArrolPruner`, or None) generates each round by online rollout pruning."""
+    `strategies`: the collect steps (None: `strategies_for(cfg)`); `generator`: (method, state)
+    of the method that generates each round itself (`hooks.Live.generator()`), or None."""
+    strategies = strategies_for(cfg) if strategies is None else strategies
     b = local_prompts(cfg.rollout.prompts_per_step, rank_world()[1])
     collector = GroupCollector(b, filter_groups=False)  # the strategies decide what is kept
     metrics: dict = {}
@@ -178,7 +130,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     while True:
         need = int(all_max(b - len(collector.kept) if cfg.algo.dynamic_sampling else b))
         t0 = time.perf_counter()
-        rnd = _sample_round(engine, stream, scorer, cfg, need, seed, step, collector.rounds, pruner)
+        rnd = _sample_round(engine, stream, scorer, cfg, need, seed, step, collector.rounds, generator)
         ctx = CollectContext(engine, scorer, cfg, seed, step)
         for strategy in strategies:
             rnd = strategy(rnd, ctx)
@@ -258,15 +210,6 @@ def _batch(chosen: list[Group], engine) -> RolloutBatch:
                         sizes if uneven else None, policy_mask=policy_mask_of(comps, mask.shape), bonus=bonus)
 
 
-def dbb_options(cfg):
-    """`sample_efficiency.dbb`'s settings and the verifiers' largest reward, as the estimator dbb reads them."""
-    from mmrlvr.algos.posteriors import DbbOptions
-    from mmrlvr.config.efficiency import max_reward
-
-    d = cfg.sample_efficiency.dbb
-    return DbbOptions(lam=d.lam, eps=d.eps, scale=d.scale, include_current=d.include_current, max_reward=max_reward(cfg))
-
-
 def overlong_lengths(batch: RolloutBatch) -> torch.Tensor:
     """(N,) the lengths DAPO's overlong penalty reads against rollout.max_new_tokens: a completion's
     tokens, or in an episode its longest policy turn (each turn is one generation capped at
@@ -277,23 +220,12 @@ def overlong_lengths(batch: RolloutBatch) -> torch.Tensor:
     return longest_run(batch.completion_mask * batch.policy_mask)
 
 
-ESTIMATOR_SETTINGS: dict[str, Callable] = {"dbb": dbb_options}
-"""By algo.advantage: the builder of the settings record that estimator reads (`EstimatorContext.settings`)
-from the config; an estimator not named here has none."""
-
-
-def estimator_settings(cfg):
-    """The chosen estimator's own settings record (`dbb_options` for dbb), None for the others."""
-    build = ESTIMATOR_SETTINGS.get(cfg.algo.advantage)
-    return None if build is None else build(cfg)
-
-
 def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = None) -> torch.Tensor:
     """Shaped rewards -> per-sequence advantages (N, 1) by the estimator `algo.advantage`.
 
-    `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators (dbb reads
-    and updates its posteriors there: call once per batch), with the batch's collect-strategy bonus
-    and the estimator's settings added; None: the batch's prompts at step 0, no statistics."""
+    `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators (one that
+    keeps per-prompt posteriors reads and updates them there: call once per batch), with the
+    batch's collect-step bonus and the estimator's settings (the methods' `estimator` hook) added; None: the batch's prompts at step 0, no statistics."""
     algo, sizes = cfg.algo, batch.group_sizes
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:
@@ -303,10 +235,7 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
             rewards = rewards + shaped.view_as(rewards)
         else:
             rewards = rewards + pad_groups(list(torch.split(shaped, sizes)))[0].nan_to_num(0.0)
-    if cfg.sample_efficiency.dbb.enabled and algo.advantage != "dbb":  # not silently another estimator
-        raise ValueError(f"sample_efficiency.dbb.enabled with algo.advantage={algo.advantage!r}: the config is not "
-                         "resolved (mmrlvr.algos.presets.resolve_config makes algo.advantage dbb)")
     context = context if context is not None else EstimatorContext(batch.sample_ids, 0)
-    context = dataclasses.replace(context, bonus=batch.bonus, settings=estimator_settings(cfg))
+    context = dataclasses.replace(context, bonus=batch.bonus, settings=hooks.estimator_settings(cfg))
     per_group = estimate(algo.advantage, rewards, context)
     return flatten_groups(per_group, sizes).reshape(-1, 1)

@@ -7,17 +7,19 @@ the verifier processes, a lagged engine's generation thread) never outlive a run
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from mmrlvr.config import Config
+from mmrlvr.methods.hooks import Live
 from mmrlvr.rollout.base import RolloutEngine
 from mmrlvr.train.evaluate import evaluate
 from mmrlvr.train.learner import Learner
 from mmrlvr.train.metrics import MetricsWriter
 from mmrlvr.train.progress import Progress
-from mmrlvr.train.run_state import RunState
+from mmrlvr.recipe.run_state import RunState
 from mmrlvr.types import Sample
 
 if TYPE_CHECKING:  # names for the fields only: importing them here would load what the run builds lazily
@@ -26,7 +28,6 @@ if TYPE_CHECKING:  # names for the fields only: importing them here would load w
 
     from mmrlvr.data.feed import MediaStream
     from mmrlvr.rollout.lagged import Lookahead
-    from mmrlvr.train.arrol_round import ArrolPruner
     from mmrlvr.verifiers.pool import VerifierPool
     from mmrlvr.verifiers.score import InProcessScorer
 
@@ -49,7 +50,7 @@ class Run:
     eval_set: Sequence[Sample]  # the held-out rows (`TaskSamples` from a file, or a synthetic draw)
     eval_terms: list[tuple[str, float]]  # (verifier, weight): the reward terms evaluation reports
     bad_limit: float | None  # task.max_bad_frac (rows bad at load or at decode, one limit)
-    pruner: ArrolPruner | None = None  # arrol's quality head (None when off)
+    methods: Live = dataclasses.field(default_factory=lambda: Live([], {}))  # the active methods and their state
     t_start: float = 0.0  # perf_counter at launch, for the summary's wall time
 
     @property
