@@ -6,7 +6,7 @@ The mkdocs hook (`docs/hooks.py`) calls `expand` on every page, and the tests in
 call it too, so what they check is what the site shows.
 
 The config tables read the same dataclasses and field docstrings that `mmrlvr config --show`
-prints (`mmrlvr.config.docs.field_docs`), the verifier table reads the verifier registry and runs
+prints (`mmrlvr.checks.reference.field_docs`), the verifier table reads the verifier registry and runs
 each verifier on a small example, and the fault list reads `benchmarks/results/faults.json`. The metric names live in
 `gen_metrics.py`, the CLI tables (read from the real argparse parser) in `gen_cli.py`.
 """
@@ -82,7 +82,7 @@ def config_rows(cls: type | None = None, prefix: str = "") -> list[tuple[str, st
     `rewards` is a list of `RewardTerm`s: its fields are listed as `rewards[].verifier`, ...
     `task.args` depends on the task and is listed per task by `task_args_rows`."""
     from mmrlvr.config import Config, RewardTerm
-    from mmrlvr.config.docs import _flow, field_docs
+    from mmrlvr.checks.reference import _flow, field_docs
 
     cls = cls or Config
     hints = typing.get_type_hints(cls)
@@ -106,7 +106,7 @@ def section_docs(cls: type | None = None, prefix: str = "") -> dict[str, str]:
     """Dotted section -> the doc under its field (if any) and its dataclass's docstring, nested
     sections included (`sample_efficiency.replay`)."""
     from mmrlvr.config import Config
-    from mmrlvr.config.docs import field_docs
+    from mmrlvr.checks.reference import field_docs
 
     cls = cls or Config
     out = {}
@@ -149,7 +149,7 @@ def render_config_keys() -> str:
 
 def task_args_rows() -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """task name -> (module docstring, [(task.args.KEY, default)]): what `mmrlvr tasks` lists."""
-    from mmrlvr.config.docs import _flow
+    from mmrlvr.checks.reference import _flow
     from mmrlvr.tasks import task_module
     from mmrlvr.tasks._catalogue import DEPRECATED, FROM_CONFIG, arguments, task_names
 
@@ -251,7 +251,7 @@ def render_verifiers() -> str:
 
 API = [  # (import path, object name): the functions a notebook or script uses
     ("mmrlvr.api", "run"), ("mmrlvr.api", "as_config"), ("mmrlvr.config", "load_config"),
-    ("mmrlvr.config.validate", "validate_config"), ("mmrlvr.config.docs", "describe_config"),
+    ("mmrlvr.checks.validate", "validate_config"), ("mmrlvr.checks.reference", "describe_config"),
     ("mmrlvr.tasks", "load_task"), ("mmrlvr.verifiers.base", "register_verifier"),
     ("mmrlvr.verifiers.base", "resolve_verifier"), ("mmrlvr.types", "Sample"), ("mmrlvr.types", "Verdict"),
     ("mmrlvr.viz.curves", "plot_curves"), ("mmrlvr.viz.boxes", "draw_prediction"),

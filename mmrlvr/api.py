@@ -343,7 +343,7 @@ def _run(config, train_data, eval_data, rewards, overrides) -> dict:
     from mmrlvr.recipe.loop import train
     from mmrlvr.train.run_dir import RunDirError, acquire_lock, release_lock
     from mmrlvr.train.run_dir_paths import run_dir_problem
-    from mmrlvr.config.validate import validate_config
+    from mmrlvr.checks.validate import validate_config
 
     cfg = as_config(config, overrides)
     # bad settings named before anything is written, knowing what the in-memory inputs will fill

@@ -50,7 +50,7 @@ def _cmd_eval(args) -> int:
 
 def _cmd_config(args) -> int:
     from mmrlvr.config import load_config
-    from mmrlvr.config.docs import describe_config
+    from mmrlvr.checks.reference import describe_config
 
     print(describe_config(load_config(args.config, args.overrides) if args.config else None))
     return 0

@@ -20,7 +20,7 @@ class UnknownTask(KeyError):
 def task_module(name: str):
     """The module of task `name` ("counting" -> mmrlvr.tasks.counting, or "package.module").
 
-    The one lookup of a task name: training, the CLI, the API and `mmrlvr.config.validate` all call it,
+    The one lookup of a task name: training, the CLI, the API and `mmrlvr.checks.validate` all call it,
     so a config that validates is a config that loads. A task module whose own imports fail
     raises that ModuleNotFoundError (its missing dependency), not UnknownTask."""
     import re

@@ -1,6 +1,6 @@
 """What each task takes: build() arguments with defaults, and the column keys of its data rows.
 
-Read by `mmrlvr tasks` (to list them) and by `mmrlvr.config.validate` (to name an unknown key inside
+Read by `mmrlvr tasks` (to list them) and by `mmrlvr.checks.validate` (to name an unknown key inside
 `task.args` or `task.args.columns` together with the known ones, before the model loads).
 """
 

@@ -14,7 +14,7 @@ from mmrlvr.api import as_config, check_inputs
 from mmrlvr.config import ConfigError, load_config
 from mmrlvr.data.io import BadRow, DataError, open_dataset
 from mmrlvr.data.prompts import PromptSpec
-from mmrlvr.config.validate import validate_config
+from mmrlvr.checks.validate import validate_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUICK = str(ROOT / "configs" / "quickstart.yaml")

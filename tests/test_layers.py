@@ -13,9 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
-    # settings and plain records every layer reads (the config package's face and its schema layer)
-    {"types", "config", "config.schema", "config.keys", "config.limits", "config.methods", "config.efficiency",
-     "config.rollout", "config.arg_types", "registry", "jsonl"},
+    # settings and plain records every layer reads (the config package: schema, keys, limits, loading)
+    {"types", "config", "registry", "jsonl"},
     # data in, models, verifiers, RL math: none knows about training (models/patches too: the memory
     # patches of the forward, which training enters around its own forward)
     {"data", "models", "verifiers", "algos"},
@@ -23,27 +22,21 @@ LAYERS = [
     # (a leaf for notebooks: it never imports training code)
     {"tasks", "viz"},
     {"rollout"},
-    # checks a whole config (tasks, verifiers, algos, episodes) before training
-    {"config.validate", "config.rules", "config.bounds", "config.task_checks", "config.notes", "config.arrol_checks",
-     "config.rollout_checks", "config.algo_checks", "config.packing_checks"},
+    # a whole config checked (tasks, verifiers, algos, episodes) before training; the rendered reference
+    {"checks"},
     {"plan"},  # sizes a validated config's memory from its model's config alone (`mmrlvr plan`)
     {"train"},  # the learner's machinery: log-probs, micro-batches, precision, checkpoints, distributed
     {"methods"},  # each method's folder: the hooks it fills (mmrlvr/methods/hooks.py)
     {"recipe"},  # the loop, the step, the run and its state: calls the methods' hooks, names none
-    # the user-facing edge; config.docs renders `mmrlvr config --show`, task arguments included
-    {"api", "cli", "config.docs"},
+    {"api", "cli"},  # the user-facing edge
     {"__init__"},  # the package itself re-exports the api
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}
 
 
 def unit_of(module: str) -> str:
-    """"mmrlvr.train.logprobs" -> "train"; "mmrlvr" (the package) -> "__init__"; the config package
-    spans layers (its schema is read by all, its validation reads tasks and algos), so each of its
-    modules is a unit: "mmrlvr.config.validate" -> "config.validate", "mmrlvr.config" -> "config"."""
+    """"mmrlvr.train.logprobs" -> "train"; "mmrlvr" (the package) -> "__init__"."""
     parts = module.split(".")
-    if len(parts) > 2 and parts[1] == "config":
-        return f"config.{parts[2]}"
     return parts[1] if len(parts) > 1 else "__init__"
 
 

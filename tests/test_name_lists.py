@@ -7,7 +7,7 @@ import torch
 
 from mmrlvr.algos.losses import POLICY_LOSSES
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 from mmrlvr.rollout.factory import ENGINE_BUILDERS, make_engine
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import validate_config
+from mmrlvr.checks.validate import validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "papers.md"
@@ -41,7 +41,7 @@ def test_each_paper_setting_validates(command, monkeypatch):
     assert argv[:2] == ["mmrlvr", "train"]
     config, overrides = argv[2], argv[3:]
     assert (ROOT / config).is_file(), f"{config} named in docs/papers.md does not exist"
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     # every check but vLLM's presence: the main environment has none (its own job runs vLLM)
     errors = [e for e in config_errors(load_config(config, overrides))

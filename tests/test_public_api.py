@@ -17,7 +17,7 @@ def test_the_config_face_is_the_schema_layer_alone():
     layer may read the config without pulling the layers above it in."""
     code = ("import sys; from mmrlvr.config import Config, ConfigError, load_config; "
             "print(load_config(None, ['rollout.group_size=3']).rollout.group_size, issubclass(ConfigError, ValueError), "
-            "sorted(m for m in sys.modules if m.startswith(('mmrlvr.config.validate', 'mmrlvr.tasks', "
+            "sorted(m for m in sys.modules if m.startswith(('mmrlvr.checks.validate', 'mmrlvr.tasks', "
             "'mmrlvr.algos', 'torch'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["3", "True", "[]"]

@@ -3,7 +3,7 @@
 import pytest
 
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 
 @pytest.mark.parametrize("name", ["video_motion_tiny", "video_motion_contrast_tiny"])

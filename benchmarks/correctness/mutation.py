@@ -33,7 +33,7 @@ STEPPY, LEARN, LP = "mmrlvr/recipe/step.py", "mmrlvr/train/learner.py", "mmrlvr/
 TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/algos/temporal.py", "mmrlvr/methods/token_weighting/signals.py",
                         "mmrlvr/methods/token_weighting/weigher.py")
 VER = ["tests/verifiers/test_edge_cases.py", "tests/verifiers/test_verifiers.py", "tests/verifiers/test_properties.py"]
-TWT = ["tests/train/test_token_weighting.py"]
+TWT = ["tests/methods/token_weighting/test_weigher.py"]
 SF = ["tests/train/test_shared_forward.py"]
 
 # (name, file, original text, mutated text, tests)
@@ -100,7 +100,7 @@ NEW_MUTANTS = [
      "rewards = rewards - shaped.view_as(rewards)", STEP),
     ("corrupted forward at temperature 1", SIG,
      "lp_c = logits_to_logprobs(logits, ids.to(logits.device), temperature, suppress_ids)[0]",
-     "lp_c = logits_to_logprobs(logits, ids.to(logits.device), 1.0, suppress_ids)[0]", ["tests/train/test_signals.py"]),
+     "lp_c = logits_to_logprobs(logits, ids.to(logits.device), 1.0, suppress_ids)[0]", ["tests/methods/token_weighting/test_signals.py"]),
     ("corruption seed not per step", ROLES, "seed=cfg.seed * 1_000_003 + step,", "seed=cfg.seed * 1_000_003,", TWT),
     ("token signals at temperature 1", ROLES, "temperature=cfg.rollout.temperature, suppress_ids=suppress, corrupt_prob",
      "temperature=1.0, suppress_ids=suppress, corrupt_prob", TWT),
@@ -120,14 +120,14 @@ NEW_MUTANTS = [
      "x = s", ALGOS),
     ("pepo released: no embeddings in the similarity", SIG,
      "handles.append(all_layers[0].register_forward_pre_hook(embed_hook, with_kwargs=True))", "pass",
-     ["tests/train/test_signals.py"]),
+     ["tests/methods/token_weighting/test_signals.py"]),
     ("pepo released reads the minmax similarity", ROLES, 'return {"similarity_layers": None, "similarity_at_token": True}',
      'return {"similarity_layers": tw.similarity_layers, "similarity_at_token": False}', TWT),
     ("t-grpo pays at p = mu p~", TEMP, "gate = (p > mu * p_shuf).float()", "gate = (p >= mu * p_shuf).float()", ALGOS),
     ("t-grpo: a score equal to the threshold is correct", TEMP, "nan=-math.inf) > threshold", "nan=-math.inf) >= threshold",
      ALGOS),
     ("temporal contrast ignores correct_threshold", "mmrlvr/methods/temporal_contrast/bonus.py", "tc.alpha, tc.mu, tc.correct_threshold)",
-     "tc.alpha, tc.mu)", ["tests/train/test_temporal_contrast.py"]),
+     "tc.alpha, tc.mu)", ["tests/methods/temporal_contrast/test_bonus.py"]),
     ("lower clip bound from clip_high", LOSS, "clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)",
      "clipped = -adv * ratio.clamp(1.0 - clip_high, 1.0 + clip_high)", ALGOS),
     ("giou divides the empty area by the union", "mmrlvr/verifiers/geometry.py",

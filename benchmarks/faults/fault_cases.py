@@ -162,7 +162,7 @@ def _bomb(tmp):
 @case("config: min_pixels > max_pixels, max_bad_frac=NaN")
 def _limits(tmp):
     from mmrlvr.config import load_config
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     errs = config_errors(load_config(None, ["model.min_pixels=9000", "model.max_pixels=100", "task.name=geometry",
                                             "task.args.max_bad_frac=.nan"]))

@@ -183,7 +183,7 @@ def run(args) -> dict:
     from mmrlvr.plan.command import plan_config
     from mmrlvr.recipe.loop import _learner_and_engine
     from mmrlvr.recipe.step import advantages_for
-    from mmrlvr.config.validate import validate_config
+    from mmrlvr.checks.validate import validate_config
 
     cuda = not args.cpu
     if cuda and not torch.cuda.is_available():

@@ -1,7 +1,7 @@
-"""The run's configuration in one package: its schema, loading and overrides, limits, validation, and
-the rendered reference. `from mmrlvr.config import Config, load_config, ConfigError` is the public face.
+"""The run's configuration, the ground floor every layer reads: its schema, loading and overrides,
+limits. `from mmrlvr.config import Config, load_config, ConfigError` is the public face.
 
-Modules (each one job; layers as in tests/test_layers.py):
+Modules (each one job):
 
 - `schema`: the nested dataclasses (`Config` and its sections) and their loading from YAML with
   dotted overrides (`load_config`, `build_config`, `save_config`, `to_dict`).
@@ -9,16 +9,11 @@ Modules (each one job; layers as in tests/test_layers.py):
 - `limits`: `ConfigError` and the size limits on a config file (`MAX_CONFIG_VALUES`).
 - `methods`, `efficiency`, `rollout`: the section records kept out of `schema` for length
   (token weighting / temporal contrast, sample efficiency, rollout).
-- `validate`: `validate_config` and `config_errors`, a whole config checked (tasks, verifiers,
-  algos, presets) before anything heavy loads; its rules are `rules` (the rule record and checks),
-  `bounds` (numeric bounds and sizes), `task_checks` (the task section and its arguments),
-  `rollout_checks` (the engine, the rollout server, episodes), `arrol_checks`
-  (sample_efficiency.arrol) and `notes` (warnings that do not stop a run).
-- `docs`: renders `mmrlvr config --show` (the annotated reference, task arguments included).
+- `arg_types`: the types of a task's declared arguments.
 
-This face imports only the schema layer: `validate`, `notes` and `docs` read tasks, verifiers and
-algos, which themselves read the schema, so they are imported by their module path
-(`from mmrlvr.config.validate import validate_config`), never from here (no import circle).
+The checks that read tasks, verifiers, algos and episodes (`validate_config`, its rules, the
+warnings, the rendered reference) sit in a room above them, `mmrlvr.checks`: nothing here imports
+a higher layer.
 """
 
 from mmrlvr.config.keys import apply_overrides

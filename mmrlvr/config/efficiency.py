@@ -1,7 +1,7 @@
 """Config of the sample-efficiency methods: prompt replay, DBB advantages, demonstrations, arrol.
 
 Kept apart from schema.py so the section stays self-contained; `Config.sample_efficiency`
-holds it. Each method is off by default and validated up front (mmrlvr/config/validate.py).
+holds it. Each method is off by default and validated up front (mmrlvr/checks/validate.py).
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ class RewardTerm:
 
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
-"""`train.lr_scheduler` values (`mmrlvr.train.schedule` computes them; `mmrlvr.config.validate` checks them)."""
+"""`train.lr_scheduler` values (`mmrlvr.train.schedule` computes them; `mmrlvr.checks.validate` checks them)."""
 
 
 @dataclass

@@ -12,7 +12,7 @@ def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | No
     from mmrlvr.plan.hardware import resolve_hardware
     from mmrlvr.plan.memory import plan, suggestions
     from mmrlvr.plan.shape import model_shape
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     cfg = load_config(path, overrides)
     # everything but an installed vLLM: a vLLM run can be planned on a machine without it

@@ -18,8 +18,8 @@ from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.methods.hooks import METHODS
 from mmrlvr.train.evaluate import eval_terms, evaluate
 from mmrlvr.train.setup import set_threads_and_seed, task_args
-from mmrlvr.config.validate import check_sample_verifiers, validate_config
-from mmrlvr.config.notes import config_warnings
+from mmrlvr.checks.validate import check_sample_verifiers, validate_config
+from mmrlvr.checks.notes import config_warnings
 from mmrlvr.verifiers.score import make_scorer
 from mmrlvr.tasks import load_task
 

@@ -44,7 +44,7 @@ from mmrlvr.recipe.run import Run
 from mmrlvr.recipe.run_state import RunState
 from mmrlvr.recipe.step import advantages_for, collect, local_prompts, round_seed
 from mmrlvr.train.preflight import check_settings, cpu_fallback_note, load_splits
-from mmrlvr.config.notes import config_warnings
+from mmrlvr.checks.notes import config_warnings
 from mmrlvr.verifiers.failures import BrokenRewardError
 from mmrlvr.verifiers.score import make_scorer
 

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from mmrlvr.config import Config, ConfigError, load_config
-from mmrlvr.config.validate import check_sample_verifiers, validate_config
+from mmrlvr.checks.validate import check_sample_verifiers, validate_config
 from mmrlvr.data.bad_rows import BadRows, max_bad_frac_setting
 from mmrlvr.data.feed import decode_sample
 from mmrlvr.data.media import MediaError
@@ -134,7 +134,7 @@ def cpu_fallback_note(cfg: Config) -> str | None:
 def preflight(path: str, overrides: list[str] | None = None) -> list[str]:
     """Everything `mmrlvr validate` checks, in the order a run meets it; returns the summary
     lines (warnings first, prefixed) when a run would start, raises on the first problem."""
-    from mmrlvr.config.notes import config_warnings
+    from mmrlvr.checks.notes import config_warnings
 
     overrides = list(overrides or [])
     cfg = check_settings(load_config(path, overrides))

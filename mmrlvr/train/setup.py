@@ -15,7 +15,7 @@ from mmrlvr.config import Config, ConfigError
 from mmrlvr.models.load import cast_frozen, load_policy
 from mmrlvr.models.patches.options import ForwardOptions
 from mmrlvr.train.precision import accelerate_mixed_precision, compute_dtype, sharded_engine_launch
-from mmrlvr.config.validate import tracker_problem
+from mmrlvr.checks.validate import tracker_problem
 
 
 def set_threads_and_seed(cfg: Config, log_with: list[str] | None = None):

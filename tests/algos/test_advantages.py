@@ -62,7 +62,7 @@ def test_registry_names():
 
 def group_estimators() -> list[str]:
     """The estimators that read the rewards alone (a stateful one, dbb, gives all-equal groups
-    non-zero advantages on purpose: tests/algos/test_dbb.py)."""
+    non-zero advantages on purpose: tests/methods/dbb/test_dbb.py)."""
     return [name for name, fn in ADVANTAGES.items() if not getattr(fn, "uses_context", False)]
 
 

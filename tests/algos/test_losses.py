@@ -217,7 +217,7 @@ def test_dual_clip_bounds_negative_advantage_tokens_as_verl():
 def test_dual_clip_is_on_by_default_and_validated():
     from mmrlvr.algos.presets import resolve_algo
     from mmrlvr.config import AlgoConfig, load_config
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     assert resolve_algo(AlgoConfig(), 8).dual_clip == 3.0 and resolve_algo(AlgoConfig(algorithm="dapo"), 8).dual_clip == 3.0
     assert resolve_algo(AlgoConfig(dual_clip=0), 8).dual_clip == 0

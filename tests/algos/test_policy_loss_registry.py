@@ -5,7 +5,7 @@ import torch
 
 from mmrlvr.algos.losses import POLICY_LOSSES, policy_loss
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import IMPORTANCE_LEVELS, config_errors
+from mmrlvr.checks.validate import IMPORTANCE_LEVELS, config_errors
 
 
 def refused(name: str) -> bool:

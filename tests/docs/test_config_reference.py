@@ -8,7 +8,7 @@ import pytest
 
 from mmrlvr.cli import main
 from mmrlvr.config import load_config
-from mmrlvr.config.docs import describe_config
+from mmrlvr.checks.reference import describe_config
 from mmrlvr.tasks._catalogue import task_names
 
 from .conftest import page

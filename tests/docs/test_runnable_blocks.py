@@ -14,7 +14,7 @@ import yaml
 
 from mmrlvr.cli import main
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 VLLM_MISSING = "rollout.engine='vllm': expected an installed vLLM"
 

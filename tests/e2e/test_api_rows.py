@@ -9,7 +9,7 @@ from PIL import Image
 
 import mmrlvr
 from mmrlvr.config import ConfigError, load_config
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 from mmrlvr.data.io import DataError
 
 

@@ -180,7 +180,7 @@ def test_a_payload_planted_in_staged_rewards_is_refused_before_it_runs(tmp_path,
 
 def test_staged_rows_changed_in_place_are_one_line(tmp_path):
     from mmrlvr.api import as_config, prepare
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     cfg = prepare(as_config(_cfg(tmp_path / "run")), train_data=_rows("A"))
     assert config_errors(cfg) == []

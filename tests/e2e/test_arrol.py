@@ -7,7 +7,7 @@ from pathlib import Path
 from mmrlvr.config import load_config
 from mmrlvr.recipe.eval_cli import run_eval
 from mmrlvr.recipe.loop import train
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 A = "sample_efficiency.arrol"

@@ -85,7 +85,7 @@ def test_trackers_off_and_unknown_trackers(tmp_path):
     assert (run / "metrics.jsonl").exists() and not (run / "tensorboard").exists()
     with pytest.raises(ConfigError, match="train.log_with='tensorbored': expected an accelerate tracker; known: .*tensorboard"):
         train(load_config("configs/quickstart.yaml", [*SMALL, "train.log_with=[tensorbored]", f"output_dir={run}"]))
-    from mmrlvr.config.validate import tracker_problem
+    from mmrlvr.checks.validate import tracker_problem
 
     assert tracker_problem("tensorboard") is None
     for name in ("wandb", "mlflow", "trackio"):  # named with the install command when missing

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 
 def _model_line(path):

@@ -161,7 +161,7 @@ def test_episode_limits_are_validated_up_front(override, expected, tmp_path, mon
     import importlib.util
 
     from mmrlvr.config import load_config
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))

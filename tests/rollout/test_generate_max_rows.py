@@ -120,7 +120,7 @@ def test_evaluation_calls_are_bounded_and_score_the_same(engine, calls):
 
 def test_a_bound_below_one_group_is_one_line_before_anything_loads():
     from mmrlvr.config import load_config
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     cfg = load_config(None, ["rollout.group_size=8", "rollout.generate_max_rows=6"])
     assert config_errors(cfg) == ["rollout.generate_max_rows=6: at least rollout.group_size (8): a call generates whole groups"]

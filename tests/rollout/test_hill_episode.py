@@ -8,7 +8,7 @@ from mmrlvr.config import load_config
 from mmrlvr.rollout.episodes import episode_for
 from mmrlvr.rollout.hill import HINTER_TEMPLATE, HillSettings, hinted_sample, hinter_sample, settings_of
 from mmrlvr.types import Sample
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 SAMPLE = Sample("s1", ({"role": "system", "content": "Reason, then answer."},
                        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "  How many dots?  "}]}),

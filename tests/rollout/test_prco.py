@@ -13,7 +13,7 @@ from mmrlvr.rollout.prco import (OBSERVER_TEMPLATE, SOLVER_TEMPLATE, PrcoOptions
                                  solver_sample)
 from mmrlvr.tasks import load_task
 from mmrlvr.types import Sample
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 
 def _sample():

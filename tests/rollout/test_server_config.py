@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mmrlvr.config import Config, RolloutConfig
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 

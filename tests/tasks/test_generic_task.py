@@ -9,7 +9,7 @@ from PIL import Image
 from mmrlvr.config import load_config
 from mmrlvr.data.io import DataError
 from mmrlvr.tasks import load_task
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 from mmrlvr.verifiers.base import resolve_verifier
 from tests.tasks.test_video_tasks import _write_clip
 

@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 
 from mmrlvr.config import load_config
 from mmrlvr.data.prompt_formats import EXACT_TAGS, EXTRACTING, missing_formats
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 
 def _errors(config, *overrides):

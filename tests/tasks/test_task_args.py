@@ -6,7 +6,7 @@ import pytest
 
 from mmrlvr.cli import main
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 
 def _errors(*overrides):

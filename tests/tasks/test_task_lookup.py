@@ -1,4 +1,4 @@
-"""One lookup of a task name: `mmrlvr.config.validate` accepts exactly the names training can load,
+"""One lookup of a task name: `mmrlvr.checks.validate` accepts exactly the names training can load,
 with each caller's error kept (KeyError for training and the CLI, one config line for validate)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import sys
 import pytest
 
 import mmrlvr.tasks as tasks
-import mmrlvr.config.validate as validate
+import mmrlvr.checks.validate as validate
 from mmrlvr.config import load_config
-from mmrlvr.config.validate import config_errors
+from mmrlvr.checks.validate import config_errors
 
 
 def _task_line(name: str) -> list[str]:

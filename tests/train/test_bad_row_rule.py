@@ -110,7 +110,7 @@ def test_training_counts_the_load_bad_row_with_the_decode_failure(parquet, tmp_p
 
 def test_old_and_new_names_that_disagree_are_one_line(parquet, tmp_path):
     from mmrlvr.config import ConfigError
-    from mmrlvr.config.validate import validate_config
+    from mmrlvr.checks.validate import validate_config
 
     with pytest.raises(ConfigError, match=r"task.max_bad_frac=0.25, task.max_bad_media_frac=0.5 disagree: they are "
                                           r"one limit now; set only task.max_bad_frac"):

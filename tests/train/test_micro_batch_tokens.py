@@ -201,7 +201,7 @@ def test_no_grad_forwards_pad_to_the_rank_that_needs_most(tiny_dir, monkeypatch)
 
 
 def test_a_budget_with_grad_accum_is_one_line_naming_both():
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     assert config_errors(load_config(None, ["train.micro_batch_tokens=4096", "algo.grad_accum=4"])) == [
         "algo.grad_accum=4: unset (or 1) with train.micro_batch_tokens: the token budget decides the micro-batches"]

@@ -93,7 +93,7 @@ def test_a_non_finite_gradient_skips_the_step_and_too_many_in_a_row_stop_the_run
 
 
 def test_the_bound_is_validated():
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     errors = config_errors(load_config(None, ["train.max_nonfinite_steps=0"]))
     assert any("train.max_nonfinite_steps" in e for e in errors)

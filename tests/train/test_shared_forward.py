@@ -9,7 +9,7 @@ from mmrlvr.algos.presets import resolve_algo
 from mmrlvr.recipe.step import advantages_for
 from mmrlvr.methods.token_weighting.weigher import PendingWeighting, shares_forward, signals_needed, weigh_tokens
 from tests.train.step_helpers import run_update, with_algo
-from tests.train.test_token_weighting import _apply, _max_diff, _setup
+from tests.methods.token_weighting.test_weigher import _apply, _max_diff, _setup
 
 # rows end after these many tokens (the sampler gave all 8 rows 6): the signals' forwards trim to
 # the weighted rows' longest completion, the update's to its rows' longest; both must agree

