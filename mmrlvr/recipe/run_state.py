@@ -11,9 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from mmrlvr.data.sources import PromptStats
-
-CORE_KEYS = ("step", "eval_before", "warm_start", "source", "prompt_stats", "data_pos")
-"""The keys of state.json that are the run's own; every other key is a method's state."""
+from mmrlvr.methods.hooks import METHODS
 
 
 @dataclasses.dataclass
@@ -36,5 +34,5 @@ class RunState:
         source = d.get("source") or {"kind": "seeded_stream", "pos": int(d.get("data_pos", 0))}
         stats = PromptStats()
         stats.load_state_dict(d.get("prompt_stats") or {})
-        methods = {k: dict(v) for k, v in d.items() if k not in CORE_KEYS and v}
+        methods = {k: dict(d[k]) for k in METHODS.names() if d.get(k)}  # each method's own entry
         return cls(int(d["step"]), d.get("eval_before"), d.get("warm_start"), source, stats, methods)
