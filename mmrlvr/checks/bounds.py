@@ -10,8 +10,9 @@ is one line naming the key, what it would take and what this machine has:
   whose KV cache and logits are estimated from the model's config against the memory of the
   device it will run on (the GPU's, else this machine's available memory);
 - sizes of generated tasks, which build every sample up front;
-- `device=cuda` where torch sees no CUDA device (`check_device`, one of validation's
-  `MACHINE_CHECKS`: a config written for GPUs stays valid where it is only planned or read).
+- `device=cuda` where torch sees no CUDA device, and `device=auto` under a launch that asked for
+  GPUs there (`check_device`, `check_launch_device`: validation's `MACHINE_CHECKS`, so a config
+  written for GPUs stays valid where it is only planned or read).
 
 The memory figure is an estimate (a lower bound: prompts counted at `PROMPT_TOKENS`), enough to
 refuse what cannot fit; `mmrlvr plan` gives the full per-phase picture on GPUs.
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from mmrlvr.checks.rules import _line
 
@@ -182,3 +183,31 @@ def check_device(cfg) -> Iterable[str]:
         why = cuda_problem()
         if why:
             yield f"device=cuda but {why}"
+
+
+def gpu_launch(env: Mapping[str, str]) -> str | None:
+    """What of this process's launch asked for GPUs, else None.
+
+    accelerate's GPU launcher (`--multi_gpu`, or a config file with `distributed_type: MULTI_GPU`)
+    starts the ranks with torch's elastic runner and, unlike its CPU launcher (`--cpu`, which sets
+    ACCELERATE_USE_CPU), says nothing about the device; on a machine without CUDA the ranks would
+    then quietly pair up over gloo on the CPU. torchrun alone sets no ACCELERATE_* variable and asks
+    for no device. FSDP and DeepSpeed launches are named by the setup's own sharding check."""
+    launched = "ACCELERATE_MIXED_PRECISION" in env and "WORLD_SIZE" in env  # every accelerate launcher sets it
+    sharded = any(str(env.get(v, "")).lower() == "true" for v in ("ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"))
+    if not launched or sharded or "ACCELERATE_USE_CPU" in env:
+        return None
+    return (f"the launch asks for GPUs (accelerate launch --multi_gpu or distributed_type: MULTI_GPU, "
+            f"{env['WORLD_SIZE']} processes, ACCELERATE_USE_CPU unset)")
+
+
+def check_launch_device(cfg, env: Mapping[str, str] | None = None) -> Iterable[str]:
+    """`device=auto` under a GPU launch on a machine without a usable CUDA: one line on every rank
+    before the process group or the model is set up (each rank judges its own environment, so no
+    rank waits for another), not a multi-GPU run that trains on the CPU. `device=cuda` is
+    `check_device`'s; `device=cpu` asked for the CPU whatever the launcher."""
+    asked = gpu_launch(os.environ if env is None else env) if cfg.device == "auto" else None
+    why = cuda_problem() if asked else None
+    if why:
+        yield (f"device=auto but {asked} and {why}: to run on the CPU set device=cpu, or launch with "
+               "accelerate launch --cpu (one process) or torchrun --nproc_per_node N (gloo)")

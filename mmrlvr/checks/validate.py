@@ -19,7 +19,7 @@ from mmrlvr.models.model_dir import hub_problem, model_path_problem
 from mmrlvr.checks.algo_checks import _check_algo, _check_policy_loss, _check_token_weighting, policy_loss_names
 from mmrlvr.checks.arrol_checks import check_arrol
 from mmrlvr.checks.packing_checks import check_padding_free
-from mmrlvr.checks.bounds import check_bounds, check_device
+from mmrlvr.checks.bounds import check_bounds, check_device, check_launch_device
 from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.checks.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
 from mmrlvr.checks.rules import MAX_SERVER_TIMEOUT_S, Rule, _get, _line, _num, above, at_least, either, finite, one_of  # noqa: F401 - re-exported
@@ -338,7 +338,7 @@ def _check_hub_model(cfg: Config) -> Iterable[str]:
             yield _line("model.path", path, why)
 
 
-MACHINE_CHECKS: list[Callable[[Config], Iterable[str]]] = [check_device, _check_hub_model]
+MACHINE_CHECKS: list[Callable[[Config], Iterable[str]]] = [check_device, check_launch_device, _check_hub_model]
 
 
 def config_errors(cfg: Config, machine: bool = False, in_memory_rewards: Sequence[str] = ()) -> list[str]:

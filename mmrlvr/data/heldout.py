@@ -2,7 +2,9 @@
 printed wherever a held-out result is.
 
 With 3 held-out rows (10% of a 30-row file) one answer moves accuracy by 33 points, so a "-20.0
-points" headline is noise. Below `SMALL_SPLIT` rows the result is printed with this note.
+points" headline is noise. Below `SMALL_SPLIT` rows the result is printed with this note, once,
+and only where its advice applies: rows held out of a data file (`is_generated` says which splits
+are a task's own draw instead, whose size is simply `task.eval_size`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,16 @@ def small_split_note(n: int | None) -> str:
     # round brackets: rich (the progress console) would swallow "[...]" as markup
     return (f" (only {n} held-out rows: one answer moves accuracy by {step:.0f} points; "
             f"use eval_data or a larger holdout_frac for >= {SMALL_SPLIT})")
+
+
+def is_generated(split) -> bool:
+    """Whether a loaded split is the task's own draw (boards, charts, clips it builds) rather than rows
+    of a data file: readers return `TaskSamples` (the file's rows, its source and bad rows), builders
+    a plain list. Decided by what the task returned, so a task that reads a file when given one and
+    draws its samples otherwise (geometry, chart, grounding) is judged by the run at hand."""
+    from mmrlvr.data.io import TaskSamples
+
+    return not isinstance(split, TaskSamples)
 
 
 def split_positions(n: int, split: str, size: int | None, seed: int, eval_data: bool,

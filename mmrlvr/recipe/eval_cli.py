@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mmrlvr.config import Config, ConfigError
 from mmrlvr.data.bad_rows import max_bad_frac_setting
-from mmrlvr.data.heldout import small_split_note
+from mmrlvr.data.heldout import is_generated, small_split_note
 from mmrlvr.models.load import checkpoint_path, load_checkpoint
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.methods.hooks import METHODS
@@ -54,7 +54,8 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
     finally:
         scorer.close()
     metrics = result.pop("metrics")
-    return {"task": cfg.task.name, "checkpoint": checkpoint, "split": split, **result, **metrics,
+    return {"task": cfg.task.name, "checkpoint": checkpoint, "split": split, "generated": is_generated(rows),
+            **result, **metrics,
             "verifiers": [spec for spec, _ in terms] or "each sample's own"}
 
 
@@ -113,10 +114,13 @@ def write_report(report: dict, out: str | Path) -> Path:
 
 def format_table(report: dict) -> str:
     """The scalar fields as an aligned two-column table for the terminal."""
-    skip = {"examples", "skipped", "verifiers"}
+    skip = {"examples", "skipped", "verifiers", "generated"}
     rows = [(k, f"{v:.4f}" if isinstance(v, float) else str(v)) for k, v in report.items() if k not in skip]
     rows.append(("skipped rows", str(len(report.get("skipped", [])))))
     rows += [(f"  row {b['row']}", b["reason"]) for b in report.get("skipped", [])]  # each with its reason
-    rows += [("note", small_split_note(report.get("n")).strip(" ()"))] if small_split_note(report.get("n")) else []
+    # only rows held out of a data file: a generated split's size is task.eval_size, a training split is not held out
+    held_out = report.get("split", "eval") == "eval" and not report.get("generated", False)
+    note = small_split_note(report.get("n")) if held_out else ""
+    rows += [("note", note.strip(" ()"))] if note else []
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

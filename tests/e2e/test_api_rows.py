@@ -124,6 +124,32 @@ def test_the_small_split_note_prints_once_and_only_for_rows_held_out_of_data(tmp
     assert "held-out rows" not in " ".join(capfd.readouterr().err.split())
 
 
+
+def test_eval_prints_the_small_split_note_once_and_only_for_rows_held_out_of_a_file(tmp_path, capfd):
+    from mmrlvr.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"question": f"q{i}", "answer": str(i)}) + "\n" for i in range(10)))
+    generic = ["task.name=generic", f"task.args={{data: {rows}, verifier: exact}}", "rollout.max_new_tokens=4"]
+
+    def said(*argv: str) -> tuple[str, dict]:
+        out = tmp_path / f"{len(list(tmp_path.glob('*.json')))}.json"
+        assert main(["eval", "configs/quickstart.yaml", "--checkpoint", "tiny", "--out", str(out), *argv]) == 0
+        cap = capfd.readouterr()
+        return " ".join((cap.out + cap.err).split()), json.loads(out.read_text())
+
+    # 10 rows, holdout_frac 0.1: 1 held out, one answer moves accuracy by 100 / 1 = 100 points
+    text, report = said(*generic)
+    assert report["n"] == 1 and report["generated"] is False
+    assert text.count("held-out rows") == 1
+    assert "note only 1 held-out rows: one answer moves accuracy by 100 points; use eval_data" in text
+    # a synthetic task's 4-board eval split is its own draw, not rows held out of a file: no such advice
+    text, report = said("task.eval_size=4", "rollout.max_new_tokens=4")
+    assert report["n"] == 4 and report["generated"] is True and "held-out rows" not in text
+    # the training split (9 rows) is not held out at all
+    text, report = said(*generic, "--split", "train")
+    assert report["n"] == 9 and "held-out rows" not in text
+
 def test_eval_data_for_a_task_that_reads_none_is_refused_before_anything_is_written(tmp_path):
     rows = [{"video": "a.mp4", "question": "q", "answer": "yes", "options": ["yes", "no"]}]
     with pytest.raises(ConfigError, match=r"^eval_data: task 'nextqa' reads no eval_data; it holds out "
