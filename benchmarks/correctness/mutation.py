@@ -29,6 +29,7 @@ STEP = ["tests/train/test_update.py", "tests/train/test_presets.py", "tests/trai
         "tests/train/test_masks.py"]
 ADV, LOSS, SAMP, PRE = ("mmrlvr/algos/advantages.py", "mmrlvr/algos/losses.py", "mmrlvr/algos/sampling.py",
                         "mmrlvr/algos/presets.py")
+RES = "mmrlvr/checks/resolve.py"
 STEPPY, LEARN, LP = "mmrlvr/recipe/step.py", "mmrlvr/train/learner.py", "mmrlvr/train/logprobs.py"
 TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/algos/temporal.py", "mmrlvr/methods/token_weighting/signals.py",
                         "mmrlvr/methods/token_weighting/weigher.py")
@@ -65,7 +66,7 @@ MUTANTS = [
     ("one scorable reward is informative", ADV, "(valid.sum(dim=1, keepdim=True) < 2)", "(valid.sum(dim=1, keepdim=True) < 1)", ALGOS),
     ("dapo: one mini-batch", PRE, "mini_batches=16),", "mini_batches=1),", ALGOS + ["tests/train/test_presets.py"]),
     ("gspo: one mini-batch", PRE, "mini_batches=4),", "mini_batches=1),", ALGOS + ["tests/train/test_presets.py"]),
-    ("k1 allowed in the loss", PRE, "if coef > 0 and kind not in LOSS_KL_KINDS:", "if False:", ALGOS),
+    ("k1 allowed in the loss", RES, "if coef > 0 and kind not in LOSS_KL_KINDS:", "if False:", ALGOS),
     ("KL rows skipped with zero advantage", LEARN, "if (tg.ref is None and not algo.entropy_coef)",
      "if (not algo.entropy_coef)", STEP),
     ("old log-probs ignored", LEARN, "old_lp = lp.detach() if tg.old is None else tg.old[rows].to(lp.device)",

@@ -66,7 +66,7 @@ def parts(presets: list[str], repeats: int) -> list[dict]:
     from accelerate import Accelerator
 
     from mmrlvr.algos.losses import rollout_correction_stats, rollout_correction_weights
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
     from mmrlvr.config import load_config
     from mmrlvr.models.load import load_policy
     from mmrlvr.models.tiny import build_tiny

@@ -178,7 +178,7 @@ def _peak_tflops(args) -> float | None:
 def run(args) -> dict:
     from accelerate import Accelerator
 
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
     from mmrlvr.config import load_config
     from mmrlvr.plan.command import plan_config
     from mmrlvr.recipe.loop import _learner_and_engine

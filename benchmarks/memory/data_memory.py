@@ -68,7 +68,7 @@ def measure(path: str, rows: int, cache_dir: str) -> dict:
     torch.set_num_threads(1)
     import datasets  # noqa: F401 - imported before the baseline, as in a run
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.data.feed import MediaStream
     from mmrlvr.models.load import load_policy

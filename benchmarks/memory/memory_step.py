@@ -42,7 +42,7 @@ def child(case: str, prompts: int, group: int, tokens: int) -> dict:
     from accelerate import Accelerator
     from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.data.collate import encode_prompts, repeat_prompts
     from mmrlvr.models.tiny import build_tiny, tiny_config

@@ -41,7 +41,7 @@ def child(rows_per_prompt: int, prompts: int, tokens: int, budget: int | None) -
     from accelerate import Accelerator
     from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
 
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
     from mmrlvr.config import load_config
     from mmrlvr.data.collate import encode_prompts, repeat_prompts
     from mmrlvr.models.tiny import build_tiny, tiny_config

@@ -60,7 +60,7 @@ def child(model_name: str, on: bool, prompts: int, group: int, tokens: int, sett
     from accelerate import Accelerator
     from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.data.collate import encode_prompts, repeat_prompts
     from mmrlvr.models.tiny import build_tiny, tiny_config

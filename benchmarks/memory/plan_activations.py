@@ -104,7 +104,7 @@ def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: boo
     from accelerate import Accelerator
     from transformers import AutoProcessor
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.data.collate import encode_prompts, repeat_prompts
     from mmrlvr.models.tiny import ensure_tiny

@@ -28,7 +28,7 @@ def main() -> int:
     args = ap.parse_args()
     from benchmarks.common import table, warm_start_dir
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine

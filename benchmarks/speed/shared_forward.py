@@ -47,7 +47,7 @@ def main() -> int:
     from accelerate import Accelerator
     from benchmarks.common import table
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine

@@ -1,12 +1,9 @@
-"""Named algorithm presets: each fills the fields a user left unset (null) in `algo:`."""
+"""Named algorithm presets: each fills the fields a user left unset (null) in `algo:`.
+
+Plain tables: `mmrlvr.checks.resolve` fills them into a config (nothing here reads one)."""
 
 from __future__ import annotations
 
-import dataclasses
-
-from mmrlvr.algos.losses import KL_KINDS, LOSS_KL_KINDS, ROLLOUT_CORRECTIONS
-from mmrlvr.config import AlgoConfig
-from mmrlvr.config.efficiency import uses_dbb
 
 _BASE = dict(
     advantage="grpo", clip_low=0.2, clip_high=0.2, dual_clip=3.0, importance_level="token", aggregation="token-mean",
@@ -33,58 +30,3 @@ PRESETS: dict[str, dict] = {
     # REINFORCE++ (group baseline variant): batch-whitened advantages plus a k2 KL to the reference.
     "reinforce_pp": dict(advantage="reinforce_pp", kl_coef=0.01, kl_kind="k2"),
 }
-
-
-def resolve_algo(cfg: AlgoConfig, max_new_tokens: int, engine: str = "hf") -> AlgoConfig:
-    """Fill unset fields from the preset; fields the user set always win. The rollout correction
-    defaults by `engine`: token_tis for vllm and vllm_server (their kernels are not the learner's, and
-    with rollout.async_steps=1 the sampler's weights lag one update), none for hf."""
-    if cfg.algorithm not in PRESETS:
-        raise KeyError(f"unknown algorithm {cfg.algorithm!r}; known: {', '.join(sorted(PRESETS))}")
-    defaults = {**_BASE, **PRESETS[cfg.algorithm]}
-    values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    for key, value in defaults.items():
-        if values[key] is None:
-            values[key] = value
-    if values["overlong_buffer"] == -1:  # DAPO's buffer is a fifth of the length budget
-        values["overlong_buffer"] = max(1, max_new_tokens // 5)
-    if values["norm_length"] is None and values["aggregation"] == "seq-mean-token-sum-norm":
-        values["norm_length"] = max_new_tokens
-    if values["rollout_correction"] is None:
-        values["rollout_correction"] = "token_tis" if engine in ("vllm", "vllm_server") else "none"
-    _check_kl(values["kl_kind"], values["kl_coef"])
-    _check_correction(values["rollout_correction"], values["rollout_correction_cap"])
-    return AlgoConfig(**values)
-
-
-def _check_correction(mode: str, cap) -> None:
-    if mode not in ROLLOUT_CORRECTIONS:
-        raise ValueError(f"algo.rollout_correction {mode!r} unknown; known: {', '.join(ROLLOUT_CORRECTIONS)}")
-    if not isinstance(cap, (int, float)) or isinstance(cap, bool) or not cap > 0 or cap != cap or cap == float("inf"):
-        raise ValueError(f"algo.rollout_correction_cap={cap!r}: expected a finite number > 0")
-
-
-def _check_kl(kind: str, coef: float) -> None:
-    if kind not in KL_KINDS:
-        raise ValueError(f"algo.kl_kind {kind!r} unknown; known: {', '.join(KL_KINDS)}")
-    if coef > 0 and kind not in LOSS_KL_KINDS:
-        raise ValueError(
-            f"algo.kl_kind={kind!r} with algo.kl_coef={coef}: the k1 estimator has zero expected gradient "
-            "as a loss term, so it would regularise nothing; use k3 (gradient of KL(ref || policy), "
-            "GRPO's choice) or k2 (gradient of KL(policy || ref))"
-        )
-
-
-def resolve_config(cfg):
-    """The one config a run reads: the preset filled into `algo` (rollout correction defaulted by
-    the engine) and eval.max_new_tokens written out, so the saved file reruns this run. DBB's two
-    switches agree: `sample_efficiency.dbb.enabled` makes algo.advantage dbb (it replaces the
-    estimator, also one the user named), and `algo.advantage: dbb` sets enabled."""
-    algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens, cfg.rollout.engine)
-    se = cfg.sample_efficiency
-    if uses_dbb(cfg):
-        algo = dataclasses.replace(algo, advantage="dbb")
-        se = dataclasses.replace(se, dbb=dataclasses.replace(se.dbb, enabled=True))
-    eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
-    return dataclasses.replace(cfg, algo=algo, sample_efficiency=se,
-                               eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))

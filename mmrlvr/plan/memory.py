@@ -186,7 +186,7 @@ def generation(cfg, s: ModelShape, geo: Geometry, rows: int, completion: int, gr
 
 def plan(cfg, s: ModelShape, hw: Hardware, prompt_text: int = PROMPT_TEXT_TOKENS) -> dict:
     """Every phase's peak per GPU (bytes, by part), whether each fits, and what to change where not."""
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
 
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens)
     geo = geometry(cfg, s, prompt_text)

@@ -17,7 +17,7 @@ from typing import Iterable
 import torch
 
 from mmrlvr.algos.advantages import EstimatorContext, pad_groups
-from mmrlvr.algos.presets import resolve_config
+from mmrlvr.checks.resolve import resolve_config
 from mmrlvr.config import Config, save_config
 from mmrlvr.data.bad_rows import BadRows, max_bad_frac_setting
 from mmrlvr.data.feed import MediaStream

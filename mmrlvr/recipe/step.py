@@ -7,7 +7,7 @@ may change the round's rewards or which groups it keeps: the active methods' `co
 rounds itself fills `generate` (and `learn`, which hears the round's rewards); the estimator's
 settings come from the methods' `estimator` hook. This file names no method.
 
-`cfg` is always the resolved config (`mmrlvr.algos.presets.resolve_config`): `cfg.algo` holds no None.
+`cfg` is always the resolved config (`mmrlvr.checks.resolve.resolve_config`): `cfg.algo` holds no None.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_kl_estimators_expected_gradients_on_a_categorical(seed):
 
 
 def test_k1_in_the_loss_is_an_error_but_not_as_a_setting_without_kl():
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import AlgoConfig
 
     with pytest.raises(ValueError, match="k1 estimator has zero expected gradient"):
@@ -215,7 +215,7 @@ def test_dual_clip_bounds_negative_advantage_tokens_as_verl():
 
 
 def test_dual_clip_is_on_by_default_and_validated():
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import AlgoConfig, load_config
     from mmrlvr.checks.validate import config_errors
 

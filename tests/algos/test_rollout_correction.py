@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mmrlvr.algos.losses import rollout_correction_stats, rollout_correction_weights, policy_loss
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.config import AlgoConfig
 
 # two sequences of different lengths: 3 and 2 valid tokens; the padding holds values that would

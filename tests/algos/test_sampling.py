@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.algos.sampling import GroupCollector, informative_groups, overlong_penalty, truncation_mask
 from mmrlvr.config import AlgoConfig
 

@@ -75,7 +75,7 @@ def test_dapo_refuses_dbb_named_either_way_with_the_same_two_lines():
 
 
 def test_resolving_makes_the_two_dbb_switches_agree():
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
 
     def resolved(*overrides):
         cfg = resolve_config(load_config(None, list(overrides)))

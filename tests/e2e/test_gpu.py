@@ -58,7 +58,7 @@ class _GradRecorder(torch.optim.SGD):
 def test_bf16_update_matches_fp32(tiny_dir):
     from accelerate import Accelerator
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import ModelConfig, load_config
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine

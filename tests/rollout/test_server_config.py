@@ -106,7 +106,7 @@ def test_another_service_on_the_port_is_not_taken_for_a_rollout_server():
 
 
 def test_rollout_correction_defaults_to_token_tis_with_the_server():
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
 
     for engine, want in (("hf", "none"), ("vllm", "token_tis"), ("vllm_server", "token_tis")):
         cfg = resolve_config(Config(rollout=RolloutConfig(engine=engine, server_url="http://127.0.0.1:1")))

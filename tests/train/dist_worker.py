@@ -110,7 +110,7 @@ def run(tiny_dir: str, out_dir: str, dtype: str = "float32", overrides=()) -> di
     from accelerate import Accelerator
     from accelerate.utils import InitProcessGroupKwargs
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.models.load import load_policy
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.train.distributed import freeze_unreachable, rank_world, remember_dummy_media

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.algos.sampling import longest_run
 from mmrlvr.config import Config
 from mmrlvr.rollout.episodes import policy_mask_of, run_episodes

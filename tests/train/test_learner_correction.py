@@ -9,7 +9,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from mmrlvr.algos.presets import resolve_config
+from mmrlvr.checks.resolve import resolve_config
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task

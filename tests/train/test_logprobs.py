@@ -56,7 +56,7 @@ def test_entropy_metric_has_no_graph():
 
 
 def _batch(fresh_tiny, extra=()):
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.data.sources import SeededStream
@@ -121,7 +121,7 @@ def test_update_runs_old_and_reference_forwards_in_training_micro_batches(fresh_
     every forward, the no-grad old/reference ones included, sees at most ceil(12 / 4) = 3 rows."""
     from accelerate import Accelerator
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from tests.train.step_helpers import run_update
 
     model, batch, cfg, _, suppress = _batch(fresh_tiny, ["algo.algorithm=reinforce_pp", "algo.mini_batches=2",

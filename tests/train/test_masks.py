@@ -6,7 +6,7 @@ import copy
 import pytest
 import torch
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.config import RolloutConfig, load_config
 from mmrlvr.rollout.hf import HFRolloutEngine, trim_at_stop
 from mmrlvr.tasks import load_task

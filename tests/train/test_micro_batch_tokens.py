@@ -12,7 +12,7 @@ import torch
 from accelerate import Accelerator
 
 import mmrlvr.train.learner as learner_mod
-from mmrlvr.algos.presets import resolve_config
+from mmrlvr.checks.resolve import resolve_config
 from mmrlvr.config import load_config
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.rollout.hf import HFRolloutEngine

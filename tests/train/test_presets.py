@@ -10,7 +10,7 @@ import copy
 import pytest
 import torch
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.tasks import load_task

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mmrlvr.algos.advantages import EstimatorContext
-from mmrlvr.algos.presets import resolve_config
+from mmrlvr.checks.resolve import resolve_config
 from mmrlvr.config import load_config
 from mmrlvr.config.efficiency import max_reward
 from mmrlvr.data.sources import PromptStats

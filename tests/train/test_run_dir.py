@@ -77,7 +77,7 @@ def _resolved(run, *overrides):
     """The config as `train` saves it: preset and defaults written out."""
     import dataclasses
 
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
 
     cfg = load_config("configs/quickstart.yaml", [f"output_dir={run}", *overrides])
     tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
@@ -131,7 +131,7 @@ def test_a_run_saved_with_the_old_bad_media_default_resumes():
 def test_a_dbb_run_saved_before_algo_advantage_could_name_dbb_resumes(tmp_path):
     """Saved with sample_efficiency.dbb.enabled and its preset's algo.advantage (grpo): it trained with
     dbb, which the resolved config now also says in algo.advantage. Nothing else is forgiven."""
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
 
     run = tmp_path / "run"
     (run / "checkpoints" / "step_2").mkdir(parents=True)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.recipe.step import advantages_for
 from mmrlvr.methods.token_weighting.weigher import PendingWeighting, shares_forward, signals_needed, weigh_tokens
 from tests.train.step_helpers import run_update, with_algo

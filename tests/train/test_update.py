@@ -3,7 +3,7 @@ import copy
 import pytest
 import torch
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.config import load_config
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.data.sources import SeededStream

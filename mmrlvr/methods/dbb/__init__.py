@@ -20,7 +20,7 @@ def dbb_options(cfg):
 
     if cfg.sample_efficiency.dbb.enabled and cfg.algo.advantage != "dbb":  # not silently another estimator
         raise ValueError(f"sample_efficiency.dbb.enabled with algo.advantage={cfg.algo.advantage!r}: the config is "
-                         "not resolved (mmrlvr.algos.presets.resolve_config makes algo.advantage dbb)")
+                         "not resolved (mmrlvr.checks.resolve.resolve_config makes algo.advantage dbb)")
     d = cfg.sample_efficiency.dbb
     return DbbOptions(lam=d.lam, eps=d.eps, scale=d.scale, include_current=d.include_current, max_reward=max_reward(cfg))
 

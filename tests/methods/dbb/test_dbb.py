@@ -190,7 +190,7 @@ def test_advantage_dbb_is_the_enabled_switch_and_the_formula_before_it_was_regis
     those of the training step's own DBB branch before dbb was an estimator (groups of 4, 2 and 5)."""
     from mmrlvr.algos.advantages import EstimatorContext, flatten_groups
     from mmrlvr.algos.posteriors import dbb_advantages
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
     from mmrlvr.config import load_config
     from mmrlvr.methods.dbb import dbb_options
     from mmrlvr.recipe.step import advantages_for
@@ -223,7 +223,7 @@ def test_advantage_dbb_is_the_enabled_switch_and_the_formula_before_it_was_regis
 
 
 def test_a_config_not_resolved_is_refused_not_trained_with_another_estimator():
-    from mmrlvr.algos.presets import resolve_algo
+    from mmrlvr.checks.resolve import resolve_algo
     from mmrlvr.config import load_config
     from mmrlvr.recipe.step import advantages_for
     from tests.train.step_helpers import with_algo

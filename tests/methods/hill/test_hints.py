@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from mmrlvr.algos.presets import resolve_config
+from mmrlvr.checks.resolve import resolve_config
 from mmrlvr.config import load_config
 from mmrlvr.data.collate import encode_prompts
 from mmrlvr.data.sources import SeededStream

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mmrlvr.algos.presets import resolve_config
+from mmrlvr.checks.resolve import resolve_config
 from mmrlvr.config import load_config
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.hf import HFRolloutEngine

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import torch
 
-from mmrlvr.algos.presets import resolve_algo
+from mmrlvr.checks.resolve import resolve_algo
 from mmrlvr.algos.temporal import tgrpo_bonus
 from mmrlvr.config import load_config
 from mmrlvr.data.media import ShuffledVideo
