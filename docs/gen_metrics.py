@@ -1,6 +1,6 @@
 """The metrics the training loop logs: names read from the code, meanings written beside them.
 
-`code_metric_names()` walks the modules that produce metrics (train, algos, data, rollout,
+`code_metric_names()` walks the modules that produce metrics (recipe, methods, train, algos, data, rollout,
 verifiers) and collects every string or f-string shaped like `family/name` (an f-string's `{x}`
 becomes `<x>`). `METRICS` says what each name means. `tests/docs/test_metrics_reference.py` fails
 when the code logs a name `METRICS` does not cover, when `METRICS` lists a name the code no longer
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCERS = ("mmrlvr/train", "mmrlvr/algos", "mmrlvr/data", "mmrlvr/rollout", "mmrlvr/verifiers")
+PRODUCERS = ("mmrlvr/recipe", "mmrlvr/methods", "mmrlvr/train", "mmrlvr/algos", "mmrlvr/data", "mmrlvr/rollout", "mmrlvr/verifiers")
 # prefixes of internal keys that are never logged: the all-reduce of the learner's statistics
 INTERNAL = ("s/", "w/")
 SHAPE = re.compile(r"[a-z_]+/[A-Za-z0-9_<>*]*(/[A-Za-z0-9_<>*]+)*")

@@ -34,7 +34,7 @@ def for_launch(cfg, accelerator):
     return dataclasses.replace(cfg, token_weighting=dataclasses.replace(cfg.token_weighting, diagnostics=False))
 
 
-def weigher(cfg, engine, processor) -> TokenWeigher:
+def make_weigher(cfg, engine, processor) -> TokenWeigher:
     """Per-token weights from no-grad forwards of the unwrapped policy (through the DDP wrapper each
     forward would also broadcast buffers, a collective that hangs when only rank 0 runs diagnostics)."""
     return TokenWeigher(cfg, engine.suppress_ids, fill=black_fill(processor), tokenizer=processor.tokenizer)
@@ -48,4 +48,4 @@ def record(run_dir, step: int, batch, advantages, weighting, tokenizer, cfg) -> 
 
 METHOD = register(Method("token_weighting", "explanation/token-weighting.md",
                          on=lambda cfg: cfg.token_weighting.method != "none" or bool(cfg.token_weighting.diagnostics),
-                         launch=for_launch, weights=weigher, record=record))
+                         launch=for_launch, weights=make_weigher, record=record))
