@@ -42,6 +42,7 @@ class Method:
     name: str
     doc: str  # the docs page that explains it (relative to docs/)
     on: Callable[[Any], bool]
+    experimental: bool = False  # settings and numbers may still change (docs/explanation/methods.md)
     launch: Callable | None = None
     source: Callable | None = None
     weights: Callable | None = None
@@ -55,7 +56,8 @@ class Method:
     eval_rank: Callable | None = None
 
 
-HOOKS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Method) if f.name not in ("name", "doc", "on"))
+HOOKS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Method)
+                               if f.name not in ("name", "doc", "on", "experimental"))
 """The closed set of hook points, in the order a run meets them."""
 
 METHODS: Registry[Method] = Registry("method")

@@ -225,7 +225,8 @@ def advantages_for(batch: RolloutBatch, cfg, context: EstimatorContext | None = 
 
     `context` (prompt ids, step, per-prompt statistics) is handed to stateful estimators (one that
     keeps per-prompt posteriors reads and updates them there: call once per batch), with the
-    batch's collect-step bonus and the estimator's settings (the methods' `estimator` hook) added; None: the batch's prompts at step 0, no statistics."""
+    batch's collect-step bonus and the estimator's settings (the methods' `estimator` hook) added;
+    None: the batch's prompts at step 0, no statistics."""
     algo, sizes = cfg.algo, batch.group_sizes
     rewards = batch.rewards.clone()
     if algo.overlong_buffer > 0:

@@ -40,7 +40,8 @@ class RolloutEngine(Protocol):
 
 
 class SegmentedEngine(RolloutEngine, Protocol):
-    """Generation that stops at a prefix length to decide which rows go on (a method that prunes rows at a prefix; HF engine)."""
+    """Generation that stops at a prefix length to decide which rows go on (a method that prunes
+    rows at their prefix; HF engine)."""
 
     def rollout_segmented(self, samples: Sequence[Sample], group_size: int, sampling, seed: int,
                           prefix_tokens: int, keep, greedy: bool = False, **kw): ...

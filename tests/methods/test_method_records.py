@@ -98,3 +98,13 @@ def test_a_method_state_is_saved_under_its_name_and_read_back():
     state = RunState.from_dict(saved)
     assert state.methods == {"arrol": {"head": {"w": [1.0]}}} and state.to_dict() == saved
     assert "arrol" not in RunState.from_dict({**saved, "arrol": {}}).to_dict()  # an empty state is not written
+
+
+def test_the_methods_page_lists_every_method_with_its_tier():
+    """docs/explanation/methods.md has one table row per registered method, with the record's tier."""
+    rows = {}
+    for line in (ROOT / "docs" / "explanation" / "methods.md").read_text().splitlines():
+        m = re.match(r"\| `(\w+)`[^|]*\|[^|]*\|[^|]*\| (stable|experimental) \|", line)
+        if m:
+            rows[m.group(1)] = m.group(2) == "experimental"
+    assert rows == {name: METHODS.get(name).experimental for name in METHODS.names()}

@@ -41,4 +41,5 @@ def eval_rank(cfg, checkpoint: str, samples: int):
 
 
 METHOD = register(Method("arrol", "explanation/arrol.md", on=lambda cfg: bool(cfg.sample_efficiency.arrol.enabled),
-                         state=make_pruner, generate=generate, learn=learn, eval_rank=eval_rank))
+                         state=make_pruner, generate=generate, learn=learn, eval_rank=eval_rank,
+                         experimental=True))

@@ -37,4 +37,5 @@ def _on(cfg) -> bool:
     return uses_dbb(cfg)
 
 
-METHOD = register(Method("dbb", "explanation/sample-efficiency.md", on=_on, estimator=dbb_options, sync=share_posteriors))
+METHOD = register(Method("dbb", "explanation/sample-efficiency.md", on=_on, estimator=dbb_options, sync=share_posteriors,
+                         experimental=True))

@@ -9,7 +9,7 @@ explanation/episode-methods.md.
 from __future__ import annotations
 
 from mmrlvr.methods.hill.hints import hill_hints
-from mmrlvr.methods.hooks import Method, register
+from mmrlvr.methods.hooks import Method, episode_is, register
 
 METHOD = register(Method("hill", "explanation/episode-methods.md",
-                         on=lambda cfg: getattr(cfg.rollout, "episode", "single") == "hill", collect=hill_hints))
+                         on=episode_is("hill"), collect=hill_hints, experimental=True))

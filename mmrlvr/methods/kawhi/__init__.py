@@ -11,4 +11,5 @@ from __future__ import annotations
 
 from mmrlvr.methods.hooks import Method, register
 
-METHOD = register(Method("kawhi", "explanation/kawhi.md", on=lambda cfg: cfg.token_weighting.method == "kawhi"))
+METHOD = register(Method("kawhi", "explanation/kawhi.md", on=lambda cfg: cfg.token_weighting.method == "kawhi",
+                         experimental=True))

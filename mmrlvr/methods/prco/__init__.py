@@ -8,8 +8,8 @@ both roles' rewards, one extra group per caption). Docs: explanation/episode-met
 
 from __future__ import annotations
 
-from mmrlvr.methods.hooks import Method, register
+from mmrlvr.methods.hooks import Method, episode_is, register
 from mmrlvr.methods.prco.solve import solve_captions
 
 METHOD = register(Method("prco", "explanation/episode-methods.md",
-                         on=lambda cfg: getattr(cfg.rollout, "episode", "single") == "prco", collect=solve_captions))
+                         on=episode_is("prco"), collect=solve_captions, experimental=True))

@@ -11,4 +11,4 @@ from __future__ import annotations
 
 from mmrlvr.methods.hooks import Method, episode_is, register
 
-METHOD = register(Method("refine", "explanation/episode-methods.md", on=episode_is("refine")))
+METHOD = register(Method("refine", "explanation/episode-methods.md", on=episode_is("refine"), experimental=True))
