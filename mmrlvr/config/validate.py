@@ -70,6 +70,8 @@ RULES: list[Rule] = [
     Rule("rollout.top_p", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
     Rule("rollout.top_k", at_least(0), "an integer >= 0 (0: off)"),
     Rule("rollout.engine", lambda v: v in ENGINE_BUILDERS, either(ENGINES)),
+    Rule("rollout.server_url", lambda v: v is None or isinstance(v, str) or (isinstance(v, list) and all(isinstance(u, str) for u in v)),
+         "an address such as http://127.0.0.1:8000, or a list of addresses (or null)"),
     Rule("rollout.server_timeout", above(0), "a finite number of seconds > 0"),
     Rule("rollout.server_timeout", lambda v: not _num(v) or v <= MAX_SERVER_TIMEOUT_S,
          f"at most {MAX_SERVER_TIMEOUT_S} seconds (a day: one request's whole deadline, connect to last byte)"),
