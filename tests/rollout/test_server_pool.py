@@ -245,3 +245,32 @@ def test_a_list_from_yaml_or_an_override_is_checked_entry_by_entry_and_duplicate
                                      "http://127.0.0.1:8000, or a list of addresses (or null)")):
         by_override.rollout.server_url = bad
         assert lines(by_override) == [why]
+
+
+@main_env_only
+def test_two_training_processes_share_two_servers_and_each_update_reaches_each_once(stand_in, tmp_path):
+    """torchrun, gloo, one step off-policy: every rank sends its own prompts to the pool; rank 0 alone
+    syncs, so each server loads each update once (the first sync and one per step), never once per rank."""
+    import json
+
+    from mmrlvr.models.load import load_policy
+
+    model, processor = load_policy("tiny")
+    a, b = stand_in(), stand_in()
+    for s in (a, b):
+        s.info, s.tokens = _info(model, processor), _tokens(processor)
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "MMRLVR_ROLLOUT_KEY": KEY}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
+                           "-m", "mmrlvr.cli", "train", "configs/quickstart.yaml", "model.dtype=float32",
+                           "rollout.engine=vllm_server", f"rollout.server_url=[{a.url},{b.url}]", "rollout.async_steps=1",
+                           "warm_start.steps=0", "train.steps=2", "task.eval_size=4", "rollout.prompts_per_step=4",
+                           "rollout.group_size=2", f"output_dir={run}"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert a.calls.count("/update_weights") == b.calls.count("/update_weights") == 3  # the first sync + 2 steps
+    assert a.version == b.version == 3
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    assert [r.get("rollout/staleness") for r in rows if "reward/mean" in r] == [0, 1]  # one step off-policy
+    assert a.generated and b.generated  # both servers sampled
