@@ -17,6 +17,9 @@ request body otherwise. The server then resets its prefix and encoder caches.
 The server obeys only its trainer: every POST carries the key (`rollout.server_key` or
 MMRLVR_ROLLOUT_KEY, `server_key`), and the policy version it reports must be the one this trainer's
 own syncs made; a version that moved otherwise means another writer, and the run stops with one line.
+
+Several servers (`rollout.server_url` a list): `server_pool.ServerPool` holds one of these per address and
+uses its parts (`requests`, `sample_raw`, `push`, `read_version`) to spread groups and sync each server once.
 """
 
 from __future__ import annotations
