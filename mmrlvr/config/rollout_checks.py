@@ -63,9 +63,35 @@ def _check_server(cfg: Config) -> Iterable[str]:
         with ThreadPoolExecutor(len(probe)) as pool:  # all at once: a minute's bound whatever the list's length
             found = pool.map(lambda e: probe_problem(e[1], timeout=wait, key=r.server_key), probe)
             problems.update(zip([key for key, _ in probe], found))
+        if listed and not any(problems.values()):
+            problems.update(_other_settings(entries, wait))
     for key, u in entries:
         if problems[key]:
             yield _line(key, u, problems[key])
+
+
+def _other_settings(entries: list, wait: float) -> dict:
+    """{key: why} for each listed server whose GET /info differs from the first's in what it samples with
+    (asked at once; what differs from the learner is told when the model has loaded)."""
+    from mmrlvr.rollout.server_http import RolloutServerError, call
+    from mmrlvr.rollout.server_pool import setting_differences
+
+    def info(url):
+        try:
+            return call(url, "/info", timeout=wait)
+        except RolloutServerError as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(len(entries)) as pool:
+        infos = list(pool.map(lambda e: info(e[1]), entries))
+    out = {}
+    for (key, _), got in zip(entries, infos):
+        if isinstance(got, str):
+            out[key] = got.split(": ", 1)[-1]
+        elif isinstance(infos[0], dict) and key != entries[0][0] and setting_differences(infos[0], got):
+            out[key] = (f"samples with other settings than {entries[0][0]} (" + "; ".join(setting_differences(infos[0], got))
+                        + "): start every server with the training config's model.* values")
+    return out
 
 
 def _address(url: str) -> tuple[int, frozenset]:

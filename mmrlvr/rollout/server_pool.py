@@ -45,6 +45,11 @@ from mmrlvr.types import Completion, Sample
 SAME_INFO = ("model_type", "dtype", "vocab_size", "suppress_ids", "stop_ids", "processor_kwargs", "max_model_len")
 
 
+def setting_differences(first: dict, other: dict) -> list[str]:
+    """What two servers' GET /info answers differ in among `SAME_INFO` (empty: they sample alike)."""
+    return [f"{k}: {first.get(k)!r} vs {other.get(k)!r}" for k in SAME_INFO if other.get(k) != first.get(k)]
+
+
 def expected_tokens(prompt_tokens: Sequence[int], max_tokens: int, group_size: int) -> list[int]:
     """A prompt's expected cost on a server: its own tokens (prefilled once) + the most its G completions add."""
     return [int(p) + int(max_tokens) * int(group_size) for p in prompt_tokens]
@@ -98,7 +103,7 @@ class ServerPool:
         self.stop_ids = first.stop_ids
         self.urls = [e.url for e in self.engines]
         for e in self.engines[1:]:
-            wrong = [f"{k}: {first.info.get(k)!r} vs {e.info.get(k)!r}" for k in SAME_INFO if e.info.get(k) != first.info.get(k)]
+            wrong = setting_differences(first.info, e.info)
             if wrong:
                 raise RolloutServerError(f"rollout servers {first.url} and {e.url} sample with other settings ("
                                          + "; ".join(wrong) + "): start every server with the training config's model.* values")

@@ -158,6 +158,16 @@ def test_servers_with_other_settings_than_each_other_are_refused_on_connect(stan
         _pool([a.url, b.url], tiny)
     assert str(err.value) == (f"rollout servers {a.url} and {b.url} sample with other settings (max_model_len: None vs "
                               "2048): start every server with the training config's model.* values")
+    # and before the model loads: the start-up check compares the servers' GET /info with each other
+    from mmrlvr.config import Config
+    from mmrlvr.config.validate import config_errors
+
+    cfg = Config(rollout=RolloutConfig(engine="vllm_server", server_url=[a.url, b.url], server_key=KEY))
+    assert [e for e in config_errors(cfg) if e.startswith("rollout.")] == [
+        f"rollout.server_url[1]={b.url!r}: samples with other settings than rollout.server_url[0] (max_model_len: None "
+        "vs 2048): start every server with the training config's model.* values"]
+    b.info = {**b.info, "max_model_len": None}
+    assert [e for e in config_errors(cfg) if e.startswith("rollout.")] == []
 
 
 def test_a_server_gone_from_the_pool_is_one_line_naming_it(stand_in, tiny):
