@@ -5,6 +5,8 @@ before the model loads."""
 
 from __future__ import annotations
 
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 from mmrlvr.config.schema import Config
@@ -36,15 +38,75 @@ def _check_server(cfg: Config) -> Iterable[str]:
         return
     from mmrlvr.rollout.server_http import probe_problem, url_problem
 
-    if r.server_url is None:
-        yield _line("rollout.server_url", None, "expected the rollout server's address, e.g. http://127.0.0.1:8000 "
+    if r.server_url is None or r.server_url == []:
+        yield _line("rollout.server_url", r.server_url, "expected the rollout server's address, e.g. http://127.0.0.1:8000 "
+                    f"{'(or a list of them) ' if r.server_url == [] else ''}"
                     "(start one with `mmrlvr rollout-server --model DIR --port 8000`)")
         return
-    why = url_problem(r.server_url)
-    if why is None and _num(r.server_timeout) and r.server_timeout > 0:
-        why = probe_problem(r.server_url, timeout=min(10.0, float(r.server_timeout)), key=r.server_key)
-    if why:
-        yield _line("rollout.server_url", r.server_url, why)
+    listed = isinstance(r.server_url, list)
+    if not isinstance(r.server_url, str) and not (listed and all(isinstance(u, str) for u in r.server_url)):
+        return  # the rule on its type names it (`validate.RULES`)
+    entries = [(f"rollout.server_url[{i}]" if listed else "rollout.server_url", u)
+               for i, u in enumerate(r.server_url if listed else [r.server_url])]
+    problems = {key: url_problem(u) for key, u in entries}
+    seen: list = []
+    for key, u in entries:
+        if problems[key] is None:
+            port, hosts = _address(u)
+            same = next((k for k, (p, h) in seen if p == port and h & hosts), None)
+            if same is not None:  # it would get every update twice and the version check would stop the run
+                problems[key] = f"the same server as {same}: list each server once"
+            seen.append((key, (port, hosts)))
+    probe = [(key, u) for key, u in entries if problems[key] is None]
+    if probe and _num(r.server_timeout) and r.server_timeout > 0:
+        wait = min(10.0, float(r.server_timeout))
+        with ThreadPoolExecutor(len(probe)) as pool:  # all at once: a minute's bound whatever the list's length
+            found = pool.map(lambda e: probe_problem(e[1], timeout=wait, key=r.server_key), probe)
+            problems.update(zip([key for key, _ in probe], found))
+        if listed and not any(problems.values()):
+            problems.update(_other_settings(entries, wait))
+    for key, u in entries:
+        if problems[key]:
+            yield _line(key, u, problems[key])
+
+
+def _other_settings(entries: list, wait: float) -> dict:
+    """{key: why} for each listed server whose GET /info differs from the first's in what it samples with
+    (asked at once; what differs from the learner is told when the model has loaded)."""
+    from mmrlvr.rollout.server_http import RolloutServerError, call
+    from mmrlvr.rollout.server_pool import setting_differences
+
+    def info(url):
+        try:
+            return call(url, "/info", timeout=wait)
+        except RolloutServerError as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(len(entries)) as pool:
+        infos = list(pool.map(lambda e: info(e[1]), entries))
+    out = {}
+    for (key, _), got in zip(entries, infos):
+        if isinstance(got, str):
+            out[key] = got.split(": ", 1)[-1]
+        elif isinstance(infos[0], dict) and key != entries[0][0] and setting_differences(infos[0], got):
+            out[key] = (f"samples with other settings than {entries[0][0]} (" + "; ".join(setting_differences(infos[0], got))
+                        + "): start every server with the training config's model.* values")
+    return out
+
+
+def _address(url: str) -> tuple[int, frozenset]:
+    """What makes two addresses one server: the port (the scheme's default if none) and an IP address in
+    common (`localhost` and 127.0.0.1 are one host); a name that does not resolve stands for itself."""
+    import socket
+
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    host = (parts.hostname or "").lower()
+    try:
+        ips = {info[4][0] for info in socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)}
+    except OSError:
+        ips = set()
+    return port, frozenset(ips | {host})
 
 
 def _check_episode(cfg: Config) -> Iterable[str]:

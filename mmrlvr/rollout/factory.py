@@ -39,15 +39,21 @@ def _vllm(cfg, policy, processor):
 
 @ENGINE_BUILDERS.register("vllm_server")
 def _vllm_server(cfg, policy, processor):
-    """A client of `mmrlvr rollout-server`: vLLM is never imported beside training."""
+    """A client of `mmrlvr rollout-server` (a list of addresses: a pool of clients, one per server);
+    vLLM is never imported beside training."""
     from mmrlvr.rollout.server import ServerRolloutEngine
+    from mmrlvr.rollout.server_pool import ServerPool
 
     base = base_model(policy)
-    engine = ServerRolloutEngine(cfg.rollout.server_url, processor, base.config,
-                                 timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype,
-                                 generation_config=getattr(base, "generation_config", None),
-                                 weight_sync=cfg.rollout.weight_sync, key=cfg.rollout.server_key)
-    engine.sync_weights(policy)  # the server starts from its directory's weights
+    kw = dict(timeout=cfg.rollout.server_timeout, dtype=cfg.model.dtype,
+              generation_config=getattr(base, "generation_config", None),
+              weight_sync=cfg.rollout.weight_sync, key=cfg.rollout.server_key)
+    url = cfg.rollout.server_url
+    if isinstance(url, str):
+        engine = ServerRolloutEngine(url, processor, base.config, **kw)
+    else:
+        engine = ServerPool.connect(list(url), processor, base.config, **kw)
+    engine.sync_weights(policy)  # the servers start from their directory's weights
     return engine
 
 

@@ -17,6 +17,9 @@ request body otherwise. The server then resets its prefix and encoder caches.
 The server obeys only its trainer: every POST carries the key (`rollout.server_key` or
 MMRLVR_ROLLOUT_KEY, `server_key`), and the policy version it reports must be the one this trainer's
 own syncs made; a version that moved otherwise means another writer, and the run stops with one line.
+
+Several servers (`rollout.server_url` a list): `server_pool.ServerPool` holds one of these per address and
+uses its parts (`requests`, `sample_raw`, `push`, `read_version`) to spread groups and sync each server once.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class ServerRolloutEngine:
         self.vocab_size = model_vocab_size(model_config)
         self.local = urllib.parse.urlsplit(self.url).hostname in LOOPBACK
         info = self._call("/info")
+        self.info = info  # what it samples with: a server pool compares its servers' by it
         wrong = info_mismatches(info, model_type=self.model_type, vocab_size=self.vocab_size,
                                 suppress_ids=self.suppress_ids, pixel_kwargs=processor_kwargs(processor), dtype=dtype)
         if wrong:
@@ -121,18 +125,30 @@ class ServerRolloutEngine:
     def rollout(self, samples: Sequence[Sample], group_size: int, sampling, seed: int, greedy: bool = False,
                 max_new_tokens: int | None = None, return_logprobs: bool = False) -> RolloutOutput:
         """Sample G completions per prompt on the server; `return_logprobs`: (N, T) processed sampler log-probs."""
+        requests, fields = self.requests(samples, group_size, sampling, seed, greedy, max_new_tokens)
+        raw = self.sample_raw(requests, fields, group_size)
+        out = rollout_output(self.processor, samples, raw, self.pad_id, return_logprobs)
+        out.policy_version = self.version
+        return out
+
+    def requests(self, samples: Sequence[Sample], group_size: int, sampling, seed: int, greedy: bool = False,
+                 max_new_tokens: int | None = None) -> tuple[list[dict], list[dict]]:
+        """The /generate body's two lists for `samples`: encoded prompts, and sampling fields with each
+        prompt's seed by its place in `samples` (a server pool sends any subset of them unchanged)."""
         texts = prompt_texts(self.processor, samples)
         requests = [encode_request(vllm_request(t, s, self.processor)) for t, s in zip(texts, samples)]
         fields = [sampling_fields(sampling, group_size, s, greedy, max_new_tokens, self.stop_ids)
                   for s in request_seeds(seed, len(samples), group_size)]
+        return requests, fields
+
+    def sample_raw(self, requests: list[dict], fields: list[dict], group_size: int) -> list:
+        """POST /generate; the checked completions per prompt, with the server's version checked too."""
         answer = self._call("/generate", {"requests": requests, "sampling": fields})
-        raw = decode_outputs(answer.get("outputs"), len(samples), group_size, self.url, self.vocab_size,
+        raw = decode_outputs(answer.get("outputs"), len(requests), group_size, self.url, self.vocab_size,
                              max_tokens=fields[0]["max_tokens"] if fields else None, suppress_ids=self.suppress_ids,
                              tokenizer=self.processor.tokenizer)
         self.version = self._version(answer, "/generate", self.synced_version)
-        out = rollout_output(self.processor, samples, raw, self.pad_id, return_logprobs)
-        out.policy_version = self.version
-        return out
+        return raw
 
     # ------------------------------------------------------------------------------ weight sync
     def close(self) -> None:
@@ -143,20 +159,28 @@ class ServerRolloutEngine:
 
         With several training processes every rank gathers the weights (a collective under FSDP)
         but rank 0 alone sends them; the others wait for it and read the new policy version."""
-        pairs = [(n, t.detach()) for n, t in sync_pairs(model)]
-        device = pairs[0][1].device if pairs else "cpu"
+        pairs = sync_pairs_of(model)
         rank, world = _rank_world()
         if rank == 0:
-            transport = weight_transport(self.weight_sync, device, self.local)
-            answer = self._broadcast(pairs) if transport == "broadcast" else self._send_file(pairs, transport)
+            self.push(pairs)
         if world > 1:
             import torch.distributed as dist
 
             dist.barrier()
         if rank != 0:  # rank 0 checked the version its update made
-            self.version = self.synced_version = self._version(self._call("/health"), "/health")
-            return
+            self.read_version()
+
+    def push(self, pairs) -> None:
+        """Send `pairs` (the one process that syncs) and check the server counted exactly this one update."""
+        device = pairs[0][1].device if pairs else "cpu"
+        transport = weight_transport(self.weight_sync, device, self.local)
+        answer = self._broadcast(pairs) if transport == "broadcast" else self._send_file(pairs, transport)
         self.version = self.synced_version = self._version(answer, "/update_weights", self.synced_version + 1)
+
+    def read_version(self) -> int:
+        """The other ranks: the version the syncing process's update made, as the server reports it."""
+        self.version = self.synced_version = self._version(self._call("/health"), "/health")
+        return self.version
 
     def _send_file(self, pairs, transport: str) -> dict:
         """One safetensors file: loaded by path from shared memory (`file`) or sent as the body (`upload`)."""
@@ -195,6 +219,11 @@ class ServerRolloutEngine:
         except BaseException:
             self._channel = None  # a broken broadcast leaves the group unusable: the next sync reopens it
             raise
+
+
+def sync_pairs_of(model) -> list:
+    """The (name, tensor) pairs a sync sends: every rank gathers them (a collective under FSDP)."""
+    return [(n, t.detach()) for n, t in sync_pairs(model)]
 
 
 def _joined_store(url: str, host: str, port: int, timeout: float):

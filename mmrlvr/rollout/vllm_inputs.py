@@ -210,9 +210,10 @@ class SampledText(NamedTuple):
 
 
 def rollout_output(processor, samples: Sequence[Sample], raw: Sequence[Sequence[SampledText]], pad_id: int,
-                   return_logprobs: bool):
+                   return_logprobs: bool, prompt_inputs: dict | None = None):
     """vLLM's per-request completions -> the engines' `RolloutOutput`: N = B*G completions, groups
-    contiguous, ids right padded; `return_logprobs`: (N, T) float32 sampler log-probs, 0 on padding."""
+    contiguous, ids right padded; `return_logprobs`: (N, T) float32 sampler log-probs, 0 on padding.
+    `prompt_inputs`: the samples' processor outputs when the caller encoded them already (a server pool)."""
     from mmrlvr.rollout.base import RolloutOutput
 
     completions, logprobs = [], []
@@ -227,4 +228,6 @@ def rollout_output(processor, samples: Sequence[Sample], raw: Sequence[Sequence[
         sampler_lp = torch.zeros(ids.shape, dtype=torch.float32)
         for i, row in enumerate(logprobs):
             sampler_lp[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
-    return RolloutOutput(completions, encode_prompts(processor, samples), ids, mask, sampler_lp)
+    if prompt_inputs is None:
+        prompt_inputs = encode_prompts(processor, samples)
+    return RolloutOutput(completions, prompt_inputs, ids, mask, sampler_lp)

@@ -203,12 +203,13 @@ def test_every_engine_has_every_member_the_loop_may_use():
     from mmrlvr.rollout.hf import HFRolloutEngine
     from mmrlvr.rollout.lagged import LaggedEngine
     from mmrlvr.rollout.server import ServerRolloutEngine
+    from mmrlvr.rollout.server_pool import ServerPool
     from mmrlvr.rollout.vllm import VLLMRolloutEngine
 
     members = _members(RolloutEngine)
     assert {"rollout", "generate", "sync_weights", "close", "processor", "suppress_ids", "pad_id"} <= members
     wanted = inspect.signature(RolloutEngine.rollout).parameters
-    for cls in (HFRolloutEngine, VLLMRolloutEngine, ServerRolloutEngine, LaggedEngine):
+    for cls in (HFRolloutEngine, VLLMRolloutEngine, ServerRolloutEngine, ServerPool, LaggedEngine):
         methods = {n for n in members if callable(getattr(RolloutEngine, n, None))}
         assert all(callable(getattr(cls, n, None)) for n in methods), (cls.__name__, methods)
         data = members - methods

@@ -39,6 +39,8 @@ class StandIn:
                  key: str = KEY):
         self.info, self.tokens, self.mode, self.stop_after, self.key = info, tokens, mode, stop_after_syncs, key
         self.answer = None
+        self.tokens_for = None  # a function of a completion's seed (its request's + j): its token ids instead of `tokens`
+        self.generated: list[dict] = []  # the /generate bodies received
         self.channel_port = None
         self.version = 0
         self.dead = False
@@ -84,11 +86,13 @@ class StandIn:
                     return
                 if outer.mode == "slow":
                     time.sleep(3)
+                outer.generated.append(payload)
                 outs = []
                 for f in payload["sampling"]:
                     n = f["n"] - (1 if outer.mode == "short" else 0)
-                    lp = [float("nan") if outer.mode == "nan" else -0.5] * len(outer.tokens)
-                    outs.append([{"token_ids": outer.tokens, "text": "3", "finish_reason": "stop", "logprobs": lp}] * n)
+                    toks = [outer.tokens if outer.tokens_for is None else outer.tokens_for(f["seed"] + j) for j in range(n)]
+                    outs.append([{"token_ids": t, "text": "3", "finish_reason": "stop",
+                                  "logprobs": [float("nan") if outer.mode == "nan" else -0.5] * len(t)} for t in toks])
                 body = {"outputs": outs, "version": outer.version}
                 if outer.answer is not None:
                     body = outer.answer(body)
