@@ -18,8 +18,8 @@ NAMELESS = [*sorted((PKG / "recipe").glob("*.py")),
             *(PKG / "train" / f for f in ("learner.py", "logprobs.py", "micro_batches.py", "forward_rows.py",
                                           "precision.py", "checkpoint.py", "checkpoint_files.py", "distributed.py",
                                           "update_stats.py", "nonfinite.py", "rewards.py", "evaluate.py")),
-            *(PKG / "rollout" / f for f in ("base.py", "hf.py", "vllm.py", "server.py", "factory.py", "generation.py",
-                                            "sampler.py", "lagged.py", "prefill.py", "vllm_inputs.py"))]
+            *(PKG / "rollout" / f for f in ("base.py", "hf.py", "vllm.py", "server.py", "server_pool.py", "factory.py",
+                                            "generation.py", "sampler.py", "lagged.py", "prefill.py", "vllm_inputs.py"))]
 # the methods' names and the other words that name one (its paper's name, its config section)
 ALIASES = ("thinktwice", "zoom", "pruner", "t-grpo", "cbrl", "sample_efficiency", "temporal contrast",
            "token weighting")

@@ -160,7 +160,7 @@ def test_servers_with_other_settings_than_each_other_are_refused_on_connect(stan
                               "2048): start every server with the training config's model.* values")
     # and before the model loads: the start-up check compares the servers' GET /info with each other
     from mmrlvr.config import Config
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     cfg = Config(rollout=RolloutConfig(engine="vllm_server", server_url=[a.url, b.url], server_key=KEY))
     assert [e for e in config_errors(cfg) if e.startswith("rollout.")] == [
@@ -234,7 +234,7 @@ def test_a_server_of_the_pool_dying_mid_run_stops_training_with_one_line_and_an_
 # ------------------------------------------------------------------------------ the setting
 def test_a_list_from_yaml_or_an_override_is_checked_entry_by_entry_and_duplicates_are_refused(stand_in, tmp_path):
     from mmrlvr.config import load_config
-    from mmrlvr.config.validate import config_errors
+    from mmrlvr.checks.validate import config_errors
 
     good = stand_in()
     port = good.url.rsplit(":", 1)[1]
