@@ -181,12 +181,9 @@ class TrainConfig:
     forward, instead of SDPA making and keeping one per layer (`mmrlvr.models.patches.attention_mask`): the same
     numbers bit for bit, in the update and the supervised warm start; false: one copy per layer."""
     padding_free: bool = False
-    """Learner log-prob forwards (update, reference, pi_old, entropy and visual-dependency signals) run each micro-batch as
-    one packed sequence of the rows' real tokens, attention inside each row (`mmrlvr.models.packing`), instead of prompt_once's
-    forward. Qwen2-VL, Qwen2.5-VL, Qwen3-VL with sdpa or eager attention; other families and flash_attention_2 refused.
-    Off by default: measured on CPU it saves time and memory only where padding is large (train/padding_waste ~2.7:
-    1.2-1.35x less time, 27-40% less memory) and costs both where completions are of similar length (1.8x the time on
-    the chain-of-thought task: every row runs its prompt, and the mask spans all packed tokens)."""
+    """Learner log-prob forwards (update, reference, pi_old, entropy, visual dependency) run each micro-batch as one packed
+    sequence of its rows' real tokens, attention inside each row (`mmrlvr.models.packing`), replacing prompt_once. Qwen2-VL,
+    Qwen2.5-VL, Qwen3-VL with sdpa/eager only (else refused). Off: on CPU it paid only where padding_waste was ~2.7."""
     micro_batch_tokens: int | None = None
     """Most tokens one learner forward computes (update, reference, pi_old, token signals): rows are grouped by
     length into micro-batches whose tokens as the forward pays for them (each prompt once per group under
