@@ -25,7 +25,8 @@ twice more, padded (the run's settings) and packed (`train.padding_free: true`),
 same prompt + completion tokens per second), `padded_update_peak_gb` / `packed_update_peak_gb` (null on
 CPU), `padded_padding_waste` / `packed_padding_waste` (`train/padding_waste`: computed / valid tokens)
 and `packed_speedup` (padded seconds / packed seconds); or `packed_refused` (why, in one line) where the
-model's family or attention does not pack.
+model's family or attention does not pack, `packed_error` (the exception in one line) where the packed
+update failed (the rest of the report stands).
 
 Needs on the GPU machine: torch, transformers, accelerate, peft, pillow, pyyaml, tokenizers, jinja2,
 numpy (no vLLM, no network). Not needed: math-verify, qwen-vl-utils, decord, opencv, datasets,
@@ -261,7 +262,10 @@ def run(args) -> dict:
                       "update_tokens": trained_tokens, "update_tokens_per_s": round(trained_tokens / ph_up.seconds, 1),
                       "loss": stats.get("loss/policy"), "grad_norm": stats.get("actor/grad_norm")})
         print(json.dumps(steps[-1]), flush=True)
-    packed = packed_against_padded(cfg, learner, accelerator, batch, adv, cuda, trained_tokens)
+    try:  # the rest of the check is reported whatever the packed comparison does
+        packed = packed_against_padded(cfg, learner, accelerator, batch, adv, cuda, trained_tokens)
+    except Exception as exc:  # noqa: BLE001 - one line in the report, not a lost GPU session
+        packed = {"packed_error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
     with Phase(cuda) as ph_eval:
         engine.rollout(samples[:cfg.eval.batch_size], 1, cfg.rollout, seed=0, greedy=True,
                        max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens)
@@ -304,8 +308,9 @@ def summary(result: dict) -> str:
               f"generated tokens/s: {result['generated_tokens_per_s']}   update tokens/s: {result['update_tokens_per_s']}"
               f"   MFU: {'-' if mfu is None else f'{100 * mfu:.1f}%'}",
               f"all moved: {result['all_moved']} ({result['moved_tensors']} of {result['trained_tensors']} trained tensors)"]
-    if "packed_refused" in result:
-        lines.insert(-1, f"packed update: refused ({result['packed_refused']})")
+    if "packed_refused" in result or "packed_error" in result:
+        why = result.get("packed_refused") or result["packed_error"]
+        lines.insert(-1, f"packed update: {'refused' if 'packed_refused' in result else 'failed'} ({why})")
     elif "packed_update_tokens_per_s" in result:
         lines.insert(-1, f"update tokens/s padded: {result['padded_update_tokens_per_s']}   packed: "
                          f"{result['packed_update_tokens_per_s']} ({result['packed_speedup']:.2f}x; computed/valid "

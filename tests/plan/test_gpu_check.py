@@ -117,3 +117,17 @@ def test_the_3b_architecture_with_the_tiny_tokenizers_ids():
         model = AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
     assert sum(p.numel() for p in model.parameters()) == 3_754_622_976
     assert model.config.image_token_id == ids["image_token_id"] and next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_the_summary_says_when_the_packed_update_failed_or_was_refused():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.gpu.gpu_check import summary
+
+    base = {"model": "m", "device": "cpu", "torch": "t", "dtype": "bfloat16", "prompts": 1, "group_size": 2,
+            "max_new_tokens": 8, "phases": {}, "plan_per_gpu_gb": 1.0, "plan_fits": True,
+            "generated_tokens_per_s": 1.0, "update_tokens_per_s": 2.0, "mfu": None, "all_moved": True,
+            "moved_tensors": 3, "trained_tensors": 3}
+    failed = summary({**base, "packed_error": "RuntimeError: out of memory"}).splitlines()
+    assert failed[-2] == "packed update: failed (RuntimeError: out of memory)" and failed[-1].startswith("all moved")
+    refused = summary({**base, "packed_refused": "attention flash_attention_2 is not checked"}).splitlines()
+    assert refused[-2] == "packed update: refused (attention flash_attention_2 is not checked)"
