@@ -74,7 +74,7 @@ METRICS: list[tuple[str, str]] = [
     ("actor/lr", "the learning rate this step used (after warm-up and schedule)"),
     ("actor/updated_seqs_frac", "share of sequences that took part in an update (after filtering)"),
     ("train/micro_batches", "backward passes of the update this step (all epochs and mini-batches): `algo.grad_accum` per mini-batch, or as many as `train.micro_batch_tokens` needs; under several processes the most any rank needs, the others padded with zero-weight passes"),
-    ("train/padding_waste", "tokens the update's forwards computed / tokens that were no padding, over the global batch (1.0: no padding); counted as the forward pays: each prompt once per micro-batch under `train.prompt_once`, completions padded to the micro-batch's longest, zero-weight passes included; with `train.padding_free` real tokens only, so 1.0"),
+    ("train/padding_waste", "tokens the update's forwards computed / tokens that were no padding, over the global batch (1.0: no padding); counted as the forward pays: each prompt once per micro-batch under `train.prompt_once`, completions padded to the micro-batch's longest, zero-weight passes included; with `train.padding_free` real tokens only, so 1.0; logged every step: 1.0 when the update ran no forward (every group's advantage 0)"),
     ("rollout_correction/<k>", "sampler-vs-learner drift when `algo.rollout_correction` is on: `kl_k1`, `kl_k3`, `weight_mean`, `capped_frac`"),
     ("rollout_correction/ppl_<who>", "perplexity of the sampled tokens under the learner and under the sampler"),
     ("time/step", "seconds of the whole step"),

@@ -19,7 +19,14 @@ to `mmrlvr plan`'s figure for the same config and GPU; generated tokens/s; updat
 completion tokens of the rows trained per second); MFU of the update (6 x trained-forward parameters x
 tokens / seconds / the GPU's dense bf16 peak: H100 / H200 989 TFLOPS, A100 312; `--peak-tflops` for
 others; attention FLOPs and checkpointing's recompute not counted); and whether every tensor the
-optimizer steps moved between the first and the last step.
+optimizer steps moved between the first and the last step. Then the last step's batch is updated
+twice more, padded (the run's settings) and packed (`train.padding_free: true`), one after the other:
+`padded_update_s` / `packed_update_s`, `padded_update_tokens_per_s` / `packed_update_tokens_per_s` (the
+same prompt + completion tokens per second), `padded_update_peak_gb` / `packed_update_peak_gb` (null on
+CPU), `padded_padding_waste` / `packed_padding_waste` (`train/padding_waste`: computed / valid tokens)
+and `packed_speedup` (padded seconds / packed seconds); or `packed_refused` (why, in one line) where the
+model's family or attention does not pack, `packed_error` (the exception in one line) where the packed
+update failed (the rest of the report stands).
 
 Needs on the GPU machine: torch, transformers, accelerate, peft, pillow, pyyaml, tokenizers, jinja2,
 numpy (no vLLM, no network). Not needed: math-verify, qwen-vl-utils, decord, opencv, datasets,
@@ -175,6 +182,33 @@ def _peak_tflops(args) -> float | None:
     return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
 
 
+def packed_against_padded(cfg, learner, accelerator, batch, adv, cuda: bool, tokens: int) -> dict:
+    """The last step's batch updated once padded (the run's own settings) and once packed
+    (`train.padding_free`), one after the other: each update's seconds, tokens/s (the same `tokens`,
+    the rows' prompt + completion tokens), peak GB and `train/padding_waste`; `packed_refused`
+    instead where the model cannot pack (its family or attention)."""
+    import dataclasses
+
+    from mmrlvr.models.packing import model_why_not_packed
+    from mmrlvr.train.learner import Learner
+
+    why = model_why_not_packed(learner.model)
+    if why:
+        return {"packed_refused": why}
+    out = {}
+    for arm, on in (("padded", False), ("packed", True)):
+        arm_cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, padding_free=on))
+        arm_learner = Learner(arm_cfg, learner.model, learner.optimizer, accelerator, learner.suppress_ids,
+                              ref_model=learner.ref_model, masters=learner.masters)
+        with Phase(cuda) as ph:
+            stats = arm_learner.update(batch, adv, seed=0)
+        out.update({f"{arm}_update_s": round(ph.seconds, 2), f"{arm}_update_tokens_per_s": round(tokens / ph.seconds, 1),
+                    f"{arm}_update_peak_gb": round(ph.peak_gb, 2) if cuda else None,
+                    f"{arm}_padding_waste": round(stats["train/padding_waste"], 3)})
+    out["packed_speedup"] = round(out["padded_update_s"] / out["packed_update_s"], 3)
+    return out
+
+
 def run(args) -> dict:
     from accelerate import Accelerator
 
@@ -228,6 +262,10 @@ def run(args) -> dict:
                       "update_tokens": trained_tokens, "update_tokens_per_s": round(trained_tokens / ph_up.seconds, 1),
                       "loss": stats.get("loss/policy"), "grad_norm": stats.get("actor/grad_norm")})
         print(json.dumps(steps[-1]), flush=True)
+    try:  # the rest of the check is reported whatever the packed comparison does
+        packed = packed_against_padded(cfg, learner, accelerator, batch, adv, cuda, trained_tokens)
+    except Exception as exc:  # noqa: BLE001 - one line in the report, not a lost GPU session
+        packed = {"packed_error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
     with Phase(cuda) as ph_eval:
         engine.rollout(samples[:cfg.eval.batch_size], 1, cfg.rollout, seed=0, greedy=True,
                        max_new_tokens=cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens)
@@ -251,7 +289,7 @@ def run(args) -> dict:
                           "planned_gb": planned["phases"].get(name, {}).get("gb")} for name in peaks},
         "plan_per_gpu_gb": planned["per_gpu_gb"], "plan_fits": planned["fits"],
         "generated_tokens_per_s": last["generated_tokens_per_s"], "update_tokens_per_s": last["update_tokens_per_s"],
-        "mfu": round(mfu, 4) if mfu is not None else None, "peak_tflops": peak,
+        "mfu": round(mfu, 4) if mfu is not None else None, "peak_tflops": peak, **packed,
         "trained_tensors": len(trained), "trained_params": n_params, "moved_tensors": sum(moved),
         "all_moved": all(moved),
     }
@@ -270,6 +308,13 @@ def summary(result: dict) -> str:
               f"generated tokens/s: {result['generated_tokens_per_s']}   update tokens/s: {result['update_tokens_per_s']}"
               f"   MFU: {'-' if mfu is None else f'{100 * mfu:.1f}%'}",
               f"all moved: {result['all_moved']} ({result['moved_tensors']} of {result['trained_tensors']} trained tensors)"]
+    if "packed_refused" in result or "packed_error" in result:
+        why = result.get("packed_refused") or result["packed_error"]
+        lines.insert(-1, f"packed update: {'refused' if 'packed_refused' in result else 'failed'} ({why})")
+    elif "packed_update_tokens_per_s" in result:
+        lines.insert(-1, f"update tokens/s padded: {result['padded_update_tokens_per_s']}   packed: "
+                         f"{result['packed_update_tokens_per_s']} ({result['packed_speedup']:.2f}x; computed/valid "
+                         f"{result['padded_padding_waste']:.2f} -> {result['packed_padding_waste']:.2f})")
     return "\n".join(lines)
 
 

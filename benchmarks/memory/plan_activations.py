@@ -99,8 +99,9 @@ def shape_of(model, name: str):
                       merge=vision.spatial_merge_size, temporal_patch=vision.temporal_patch_size)
 
 
-def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: bool) -> dict:
-    """One update's measured peak (bytes beyond weights and gradients) and the plan's estimate of it."""
+def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: bool, packed: bool = False) -> dict:
+    """One update's measured peak (bytes beyond weights and gradients) and the plan's estimate of it;
+    `packed`: under `train.padding_free` (every row at its full length, so packed = the padded rows)."""
     from accelerate import Accelerator
     from transformers import AutoProcessor
 
@@ -120,7 +121,7 @@ def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: boo
     if checkpointing:
         model.gradient_checkpointing_enable()
     cfg = load_config(None, ["algo.algorithm=grpo", f"rollout.prompts_per_step={prompts}", f"rollout.group_size={group}",
-                             f"rollout.max_new_tokens={tokens}"])
+                             f"rollout.max_new_tokens={tokens}", f"train.padding_free={packed}"])
     cfg = dataclasses.replace(cfg, algo=resolve_algo(cfg.algo, tokens))
     samples = load_task("counting", "train", prompts, 0)
     n = prompts * group
@@ -128,6 +129,8 @@ def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: boo
     ids = torch.randint(20, len(processor.tokenizer) - 20, (n, tokens), generator=gen)
     lengths = torch.randint(tokens // 2, tokens + 1, (n,), generator=gen)
     lengths[0] = tokens  # the micro-batch is padded to its longest: one row at the full length
+    if packed:
+        lengths[:] = tokens  # the plan's geometry: every row at its full length (packed it pays for real tokens)
     mask = (torch.arange(tokens)[None] < lengths[:, None]).long()
     rewards = torch.tensor([[float((i + j) % 3 == 0) for j in range(group)] for i in range(prompts)])
     enc = encode_prompts(processor, samples)
@@ -145,10 +148,10 @@ def measure(name: str, prompts: int, group: int, tokens: int, checkpointing: boo
     seconds = time.perf_counter() - start
     visual = int((enc["input_ids"][0] == model.config.image_token_id).sum())
     f = Forward(rows=n, prompts=prompts, prompt=enc["input_ids"].shape[1], completion=tokens, dtype="float32",
-                checkpointing=checkpointing, visual_tokens=visual, trainable_vision=True)
+                checkpointing=checkpointing, visual_tokens=visual, trainable_vision=True, packed=packed)
     parts = update_activation_bytes(shape_of(model, name), f)
     planned = parts.pop("peak")
-    return {"model": name, "checkpointing": checkpointing, "rows": n, "prompts": prompts, "prompt_tokens": f.prompt,
+    return {"model": name, "checkpointing": checkpointing, "packed": packed, "rows": n, "prompts": prompts, "prompt_tokens": f.prompt,
             "completion_tokens": tokens, "computed_tokens": f.tokens, "measured_mb": round(counter.peak / 2**20, 2),
             "planned_mb": round(planned / 2**20, 2), "ratio": round(planned / counter.peak, 3),
             "parts_mb": {k: round(v / 2**20, 2) for k, v in parts.items()}, "update_s": round(seconds, 2)}

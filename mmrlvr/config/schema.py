@@ -181,9 +181,9 @@ class TrainConfig:
     forward, instead of SDPA making and keeping one per layer (`mmrlvr.models.patches.attention_mask`): the same
     numbers bit for bit, in the update and the supervised warm start; false: one copy per layer."""
     padding_free: bool = False
-    """Learner log-prob forwards (update, reference, pi_old, entropy and visual-dependency signals) run each micro-batch as
-    one packed sequence of the rows' real tokens, attention inside each row (`mmrlvr.models.packing`), instead of prompt_once's
-    forward. Qwen2-VL, Qwen2.5-VL, Qwen3-VL with sdpa or eager attention; other families and flash_attention_2 refused."""
+    """Learner log-prob forwards (update, reference, pi_old, entropy, visual dependency) run each micro-batch as one packed
+    sequence of its rows' real tokens, attention inside each row (`mmrlvr.models.packing`), replacing prompt_once. Qwen2-VL,
+    Qwen2.5-VL, Qwen3-VL with sdpa/eager only (else refused). Off: on CPU it paid only where padding_waste was ~2.7."""
     micro_batch_tokens: int | None = None
     """Most tokens one learner forward computes (update, reference, pi_old, token signals): rows are grouped by
     length into micro-batches whose tokens as the forward pays for them (each prompt once per group under

@@ -50,15 +50,17 @@ class Forward:
     trainable_lm: bool = True  # False: LoRA (weights frozen, their inputs still kept by the adapter)
     visual_tokens: int = 0  # per prompt, in the language model (after the spatial merge)
     trainable_vision: bool = False
+    packed: bool = False  # train.padding_free: the rows' real tokens as one sequence (prompts not shared)
 
     @property
     def shared(self) -> bool:
-        """Each prompt's forward once per group (prompt_once; gradient checkpointing turns it off)."""
-        return self.prompt_once and not self.checkpointing and self.prompts < self.rows
+        """Each prompt's forward once per group (prompt_once; gradient checkpointing and packing turn it off)."""
+        return self.prompt_once and not self.checkpointing and not self.packed and self.prompts < self.rows
 
     @property
     def tokens(self) -> int:
-        """Tokens the forward computes: prompts once plus (1 + T) per row when shared, else rows x (P + T)."""
+        """Tokens the forward computes: prompts once plus (1 + T) per row when shared, else rows x (P + T)
+        (packed: the rows' real tokens, all of them at the plan's full lengths)."""
         if self.shared:
             return self.prompts * (self.prompt - 1) + self.rows * (self.completion + 1)
         return self.rows * (self.prompt + self.completion)
@@ -84,11 +86,15 @@ def layer_bytes_per_token(s: ModelShape, f: Forward, kv_ratio: float = 1.0) -> f
 
 
 def mask_bytes(f: Forward, layers: int) -> float:
-    """The (rows, 1, Lq, Lk) attention masks: the boolean one plus its additive copies."""
+    """The (rows, 1, Lq, Lk) attention masks: the boolean one plus its additive copies. Packed, one
+    (1, 1, K, K) block-diagonal mask over the K tokens of all rows: it grows with the square of the
+    micro-batch's tokens, where the padded one grows with rows x (P + T)^2."""
     b = DTYPE_BYTES[f.dtype]
+    copies = 1 if f.mask_once else layers
+    if f.packed:
+        return f.tokens * f.tokens * (1 + copies * b)
     lq = f.completion + 1 if f.shared else f.prompt + f.completion
     lk = f.prompt + f.completion
-    copies = 1 if f.mask_once else layers
     return f.rows * lq * lk * (1 + copies * b)
 
 

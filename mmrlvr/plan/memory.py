@@ -134,7 +134,8 @@ def _forward(cfg, geo: Geometry, rows: int, completion: int, launcher: str = "on
                    chunked_head=cfg.train.chunked_head and not sharded,
                    recompute_mlp=cfg.train.recompute_mlp, recompute_norm=cfg.train.recompute_norm,
                    mask_once=cfg.train.mask_once, trainable_lm=cfg.model.lora_rank == 0,
-                   visual_tokens=geo.visual, trainable_vision=not cfg.model.freeze_vision and cfg.model.lora_rank == 0)
+                   visual_tokens=geo.visual, trainable_vision=not cfg.model.freeze_vision and cfg.model.lora_rank == 0,
+                   packed=cfg.train.padding_free)
 
 
 def micro_rows(cfg, geo: Geometry, algo, gpus: int, launcher: str = "one") -> int:
@@ -227,7 +228,15 @@ def plan(cfg, s: ModelShape, hw: Hardware, prompt_text: int = PROMPT_TEXT_TOKENS
             "model": s.name, "params_b": round(s.params / 1e9, 3),
             "trainable_params_b": round(trainable_params(cfg, s) / 1e9, 4),
             "prompt_tokens": geo.prompt, "visual_tokens": geo.visual, "completion_tokens": geo.completion,
-            "micro_batch_rows": micro_rows(cfg, geo, algo, hw.gpus, hw.launcher)}
+            "micro_batch_rows": micro_rows(cfg, geo, algo, hw.gpus, hw.launcher),
+            **packed_update(cfg, geo, algo, hw)}
+
+
+def packed_update(cfg, geo: Geometry, algo, hw: Hardware) -> dict:
+    """`padding_free` and the tokens of the update's micro-batch forward (`update_tokens`): under
+    `train.padding_free` the rows' real tokens in one sequence, planned at their full lengths."""
+    f = _forward(cfg, geo, micro_rows(cfg, geo, algo, hw.gpus, hw.launcher), geo.completion, hw.launcher)
+    return {"padding_free": f.packed, "update_tokens": f.tokens}
 
 
 BUDGETS = (65536, 49152, 32768, 24576, 16384, 12288, 8192, 6144, 4096)
@@ -294,6 +303,10 @@ def format_plan(result: dict, notes: list[str]) -> str:
              f"(usable {result['usable_gb']:.1f} GB per GPU)",
              f"prompt {result['prompt_tokens']} tokens ({result['visual_tokens']} visual), completion "
              f"{result['completion_tokens']}, update micro-batch {result['micro_batch_rows']} rows per GPU", ""]
+    if result.get("padding_free"):
+        lines[-1:-1] = [f"update packed (train.padding_free): activations sized by the {result['update_tokens']:,} "
+                        f"real tokens of its rows in one sequence (no prompt shared), with their "
+                        f"{result['update_tokens']:,} x {result['update_tokens']:,} attention mask"]
     for name, p in result["phases"].items():
         parts = ", ".join(f"{k} {v:.1f}" for k, v in p["parts_gb"].items() if v >= 0.05)
         lines.append(f"{name:11s} {p['gb']:7.1f} GB  {'fits' if p['fits'] else 'DOES NOT FIT'}   ({parts})")

@@ -49,8 +49,7 @@ class UpdateStats:
         out["actor/grad_norm"] = self.summed.get("grad_norm", 0.0) / steps
         out["actor/updated_seqs_frac"] = self.updated / max(n * epochs, 1)
         out["train/micro_batches"] = float(self.passes)  # the same on every rank (padded passes)
-        # NaN (not logged) when no forward ran: every group of the step had zero advantage
-        out["train/padding_waste"] = self.computed / self.valid if self.valid else float("nan")
+        out["train/padding_waste"] = padding_waste(self.computed, self.valid)
         for k in ("kl_k1", "kl_k3", "weight_mean", "capped_frac"):
             if f"rc_{k}" in means:
                 out[f"rollout_correction/{k}"] = means[f"rc_{k}"]
@@ -58,3 +57,11 @@ class UpdateStats:
             if f"rc_nll_{who}" in means:
                 out[f"rollout_correction/ppl_{who}"] = math.exp(means[f"rc_nll_{who}"])
         return out
+
+
+def padding_waste(computed: float, valid: float) -> float:
+    """Tokens the update's forwards computed / tokens that were no padding, finite on every step (a
+    NaN or infinity would be left out of metrics.jsonl): 1.0 when no forward ran (every group of the
+    step had zero advantage: nothing computed, nothing wasted); the computed count itself when only
+    zero-weight passes ran (several processes with no rows to update: all of it waste)."""
+    return computed / valid if valid else float(computed) if computed else 1.0

@@ -62,11 +62,18 @@ def test_cpu_tiny_smoke_mode_from_a_bare_checkout_with_nothing_installed(tmp_pat
         # 2 prompts x 2 samples x at most 8 new tokens
         assert 0 < step["generated_tokens"] <= 2 * 2 * 8 and step["update_tokens_per_s"] > 0
     assert report["mfu"] is None and report["device"] == "cpu"
+    # the last batch updated padded and packed, one after the other: the same tokens, packed computing no padding
+    assert report["packed_padding_waste"] == 1.0 and report["padded_padding_waste"] >= 1.0
+    for arm in ("padded", "packed"):
+        assert report[f"{arm}_update_tokens_per_s"] > 0 and report[f"{arm}_update_peak_gb"] is None
+    assert report["packed_speedup"] == pytest.approx(report["padded_update_s"] / report["packed_update_s"], abs=0.01)
     # the one-screen summary after the JSON: every phase with its planned figure, and the verdict
     screen = proc.stdout[proc.stdout.index("gpu_check: tiny on cpu"):].splitlines()
     assert len(screen) <= 24
     for name, phase in report["phases"].items():
         assert any(line.split()[:3] == [name, "-", f"{phase['planned_gb']:.2f}"] for line in screen), (name, screen)
+    assert screen[-2].startswith(f"update tokens/s padded: {report['padded_update_tokens_per_s']}   packed: "
+                                 f"{report['packed_update_tokens_per_s']}")
     assert screen[-1].startswith(f"all moved: True ({report['trained_tensors']} of {report['trained_tensors']}")
 
 
@@ -110,3 +117,17 @@ def test_the_3b_architecture_with_the_tiny_tokenizers_ids():
         model = AutoModelForImageTextToText.from_config(config, dtype=torch.bfloat16)
     assert sum(p.numel() for p in model.parameters()) == 3_754_622_976
     assert model.config.image_token_id == ids["image_token_id"] and next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_the_summary_says_when_the_packed_update_failed_or_was_refused():
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.gpu.gpu_check import summary
+
+    base = {"model": "m", "device": "cpu", "torch": "t", "dtype": "bfloat16", "prompts": 1, "group_size": 2,
+            "max_new_tokens": 8, "phases": {}, "plan_per_gpu_gb": 1.0, "plan_fits": True,
+            "generated_tokens_per_s": 1.0, "update_tokens_per_s": 2.0, "mfu": None, "all_moved": True,
+            "moved_tensors": 3, "trained_tensors": 3}
+    failed = summary({**base, "packed_error": "RuntimeError: out of memory"}).splitlines()
+    assert failed[-2] == "packed update: failed (RuntimeError: out of memory)" and failed[-1].startswith("all moved")
+    refused = summary({**base, "packed_refused": "attention flash_attention_2 is not checked"}).splitlines()
+    assert refused[-2] == "packed update: refused (attention flash_attention_2 is not checked)"
