@@ -125,11 +125,11 @@ def run_case(case: str, width: str = "tiny", prompts: int = 2, group: int = 8, t
     from accelerate import Accelerator
     from transformers import AutoProcessor
 
-    from mmrlvr.algos.presets import resolve_config
+    from mmrlvr.checks.resolve import resolve_config
     from mmrlvr.config import load_config
     from mmrlvr.models.tiny import ensure_tiny
     from mmrlvr.train.learner import Learner
-    from mmrlvr.train.step import advantages_for
+    from mmrlvr.recipe.step import advantages_for
 
     sys.path.append(str(ROOT))  # the repository root, for `benchmarks.` imports when run as a script
     from benchmarks.common import rss_peak

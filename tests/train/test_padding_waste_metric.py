@@ -18,7 +18,7 @@ def test_the_ratio_is_finite_when_nothing_or_only_waste_was_computed():
 
 
 def _steps(tmp_path, *over: str) -> list[dict]:
-    from mmrlvr.train.loop import train
+    from mmrlvr.recipe.loop import train
 
     out = tmp_path / "run"
     train(load_config("configs/quickstart.yaml", [
