@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -140,6 +141,13 @@ def _cmd_rollout_server(args) -> int:
     why = pickled_weights_problem(args.model)  # weights that hold code: one line before vLLM sees them
     if why:
         raise ConfigError(f"rollout-server: {why}")
+    from mmrlvr.models.load import resolve_model_path
+    from mmrlvr.rollout.server_layout import layout_problem, model_config_of
+
+    why = layout_problem(model_config_of(resolve_model_path(args.model)), args.tensor_parallel_size,
+                         args.data_parallel_size, args.weight_bucket_mb, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if why:  # a layout vLLM would refuse after minutes of start-up (or hang on): one line now
+        raise ConfigError(f"rollout-server: {why}")
     for mod in ("vllm", "fastapi", "uvicorn"):
         if importlib.util.find_spec(mod) is None:
             raise ConfigError(f"rollout-server needs {mod} (the vLLM environment: pip install -e \".[vllm]\" on GPUs, "
@@ -162,6 +170,14 @@ def _add_rollout_server(sub) -> None:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of the server's GPU vLLM may take")
     p.add_argument("--max-num-batched-tokens", type=int, default=None, help="rollout.vllm_max_num_batched_tokens")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    p.add_argument("--tensor-parallel-size", type=int, default=1,
+                   help="devices one copy of the policy is cut over (vLLM tensor parallel; divides the attention heads)")
+    p.add_argument("--data-parallel-size", type=int, default=1,
+                   help="copies of the policy serving at once, each on --tensor-parallel-size devices of "
+                        "CUDA_VISIBLE_DEVICES in order (one vLLM engine per copy, each in its own process)")
+    p.add_argument("--weight-bucket-mb", type=float, default=256.0,
+                   help="bytes one weight-channel broadcast moves, in MiB (1 to 2048): the extra memory a sync "
+                        "takes on each side, never a second copy of the model")
     p.add_argument("--seed", type=int, default=0, help="engine seed (each request carries its own seeds)")
     for flag, key in (("--min-pixels", "model.min_pixels"), ("--max-pixels", "model.max_pixels"),
                       ("--video-min-pixels", "model.video_min_pixels"), ("--video-max-pixels", "model.video_max_pixels")):
