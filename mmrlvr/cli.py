@@ -72,7 +72,8 @@ def _cmd_plan(args) -> int:
     from mmrlvr.plan.command import DOES_NOT_FIT, plan_report
 
     text, fits = plan_report(args.config, args.overrides, gpus=args.gpus, gpu_gb=args.gpu_memory,
-                             launcher=args.launcher, as_json=args.json, prompt_text=args.prompt_text_tokens)
+                             launcher=args.launcher, as_json=args.json, prompt_text=args.prompt_text_tokens,
+                             server_tp=args.server_tensor_parallel_size, server_dp=args.server_data_parallel_size)
     print(text)
     return 0 if fits else DOES_NOT_FIT  # a script can tell "does not fit" from a refused config (2)
 
@@ -247,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="default: the header's, else one (one GPU) or ddp")
     p.add_argument("--prompt-text-tokens", type=int, default=256, metavar="N",
                    help="text tokens per prompt besides its visual tokens (default 256)")
+    p.add_argument("--server-tensor-parallel-size", type=int, default=1, metavar="N",
+                   help="rollout.engine=vllm_server: the server's --tensor-parallel-size (its GPUs are planned too)")
+    p.add_argument("--server-data-parallel-size", type=int, default=1, metavar="M",
+                   help="rollout.engine=vllm_server: the server's --data-parallel-size")
     p.set_defaults(fn=_cmd_plan)
     p = sub.add_parser("merge", help="write a LoRA checkpoint as one plain model directory")
     p.add_argument("checkpoint")
