@@ -51,10 +51,13 @@ def test_a_broadcast_reaches_every_shard_of_every_replica(parallel_server, fresh
     model, processor = fresh_tiny
     engine = ServerRolloutEngine(parallel_server, processor, model.config, timeout=300, dtype="float32")
     engine.weight_sync = "broadcast"
-    # four prompts: the generation is cut into two runs of two, one per replica
+    # four prompts: the generation is cut into two runs of two, one per replica; the long text
+    # prompts fill several KV blocks, which the second replica's prefix cache holds across a sync
+    # unless its caches are reset too
+    long = "Count the shapes in this picture and say how many there are, one word only. " * 6
     samples = [_image_q("Count.", (4, 5, 6)), _image_q("Count again.", (7, 8, 9), size=(112, 84)),
-               Sample("t", ({"role": "user", "content": [{"type": "text", "text": "Hi"}]},), 0),
-               Sample("u", ({"role": "user", "content": [{"type": "text", "text": "Say a number."}]},), 0)]
+               Sample("t", ({"role": "user", "content": [{"type": "text", "text": long}]},), 0),
+               Sample("u", ({"role": "user", "content": [{"type": "text", "text": "Say it again. " + long}]},), 0)]
     engine.sync_weights(model)
     version = engine.version
     assert _error(engine, model, samples) < 1e-3
