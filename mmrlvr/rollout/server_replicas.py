@@ -98,6 +98,8 @@ class Replicas:
             self._answer(conn)
 
     def __getattr__(self, name):
+        if name == "engine":  # not set yet: no recursion
+            raise AttributeError(name)
         return getattr(self.engine, name)
 
     def _answer(self, conn):
@@ -113,8 +115,20 @@ class Replicas:
         """Send each child its message, run replica 0's part here meanwhile, then collect in order."""
         for k, conn in enumerate(self._conns, start=1):
             conn.send(message(k))
-        first = local()
-        return [first] + [self._answer(conn) for conn in self._conns]
+        error: BaseException | None = None
+        try:
+            first = local()
+        except BaseException as exc:  # noqa: BLE001 - raised below, once every child has answered
+            first, error = None, exc
+        answers = []
+        for conn in self._conns:  # every answer is read, so the next call never reads a stale one
+            try:
+                answers.append(self._answer(conn))
+            except RuntimeError as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return [first] + answers
 
     def generate_raw(self, prompts: list, params: list) -> list:
         """The requests cut into M runs of whole requests, one per replica, answers joined in order."""
