@@ -46,6 +46,7 @@ from mmrlvr.rollout.server_guard import BodyTooLarge, Guard, RequestLimits
 from mmrlvr.rollout.server_http import SERVER_NAME
 from mmrlvr.rollout.server_key import bind_problem, default_key_file, server_key, write_key_file
 from mmrlvr.rollout.server_layout import set_cpu_binding
+from mmrlvr.rollout.server_replicas import Replicas
 from mmrlvr.rollout import weight_channel
 from mmrlvr.rollout.server_wire import decode_request, encode_outputs
 from mmrlvr.rollout.vllm_inputs import model_vocab_size, processor_kwargs
@@ -86,7 +87,7 @@ def build_server_engine(args):
     m, n = int(getattr(args, "data_parallel_size", 1)), int(getattr(args, "tensor_parallel_size", 1))
     if m == 1:
         return build_engine(args)
-    from mmrlvr.rollout.server_replicas import Replicas, device_slice
+    from mmrlvr.rollout.server_replicas import device_slice
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible:  # replica 0 (this process) takes the first N devices; the children the next ones
@@ -146,7 +147,7 @@ class RolloutService:
         if not os.path.isfile(file):
             raise ValueError(f"no model.safetensors in {path}")
         with self.lock:
-            if hasattr(self.engine, "load_file"):  # data-parallel replicas: each loads the file
+            if isinstance(self.engine, Replicas):  # data-parallel replicas: each loads the file
                 self.engine.load_file(file)
             else:
                 self.engine.load_pairs(load_file(file).items())
@@ -156,7 +157,7 @@ class RolloutService:
 
     def _rpc(self, name: str, args_of) -> list:
         """`collective_rpc` on every worker of every replica, replica k with `args_of(k)`: the workers' answers."""
-        if hasattr(self.engine, "collective_rpc"):
+        if isinstance(self.engine, Replicas):
             return [a for answers in self.engine.collective_rpc(name, args_of) for a in answers]
         return list(self.engine.llm.collective_rpc(name, args=args_of(0)))
 
