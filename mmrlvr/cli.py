@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -71,7 +72,8 @@ def _cmd_plan(args) -> int:
     from mmrlvr.plan.command import DOES_NOT_FIT, plan_report
 
     text, fits = plan_report(args.config, args.overrides, gpus=args.gpus, gpu_gb=args.gpu_memory,
-                             launcher=args.launcher, as_json=args.json, prompt_text=args.prompt_text_tokens)
+                             launcher=args.launcher, as_json=args.json, prompt_text=args.prompt_text_tokens,
+                             server_tp=args.server_tensor_parallel_size, server_dp=args.server_data_parallel_size)
     print(text)
     return 0 if fits else DOES_NOT_FIT  # a script can tell "does not fit" from a refused config (2)
 
@@ -140,6 +142,13 @@ def _cmd_rollout_server(args) -> int:
     why = pickled_weights_problem(args.model)  # weights that hold code: one line before vLLM sees them
     if why:
         raise ConfigError(f"rollout-server: {why}")
+    from mmrlvr.models.load import resolve_model_path
+    from mmrlvr.rollout.server_layout import layout_problem, model_config_of
+
+    why = layout_problem(model_config_of(resolve_model_path(args.model)), args.tensor_parallel_size,
+                         args.data_parallel_size, args.weight_bucket_mb, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if why:  # a layout vLLM would refuse after minutes of start-up (or hang on): one line now
+        raise ConfigError(f"rollout-server: {why}")
     for mod in ("vllm", "fastapi", "uvicorn"):
         if importlib.util.find_spec(mod) is None:
             raise ConfigError(f"rollout-server needs {mod} (the vLLM environment: pip install -e \".[vllm]\" on GPUs, "
@@ -162,6 +171,14 @@ def _add_rollout_server(sub) -> None:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="share of the server's GPU vLLM may take")
     p.add_argument("--max-num-batched-tokens", type=int, default=None, help="rollout.vllm_max_num_batched_tokens")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    p.add_argument("--tensor-parallel-size", type=int, default=1,
+                   help="devices one copy of the policy is cut over (vLLM tensor parallel; divides the attention heads)")
+    p.add_argument("--data-parallel-size", type=int, default=1,
+                   help="copies of the policy serving at once, each on --tensor-parallel-size devices of "
+                        "CUDA_VISIBLE_DEVICES in order (one vLLM engine per copy, each in its own process)")
+    p.add_argument("--weight-bucket-mb", type=float, default=256.0,
+                   help="bytes one weight-channel broadcast moves, in MiB (1 to 2048): the extra memory a sync "
+                        "takes on each side, never a second copy of the model")
     p.add_argument("--seed", type=int, default=0, help="engine seed (each request carries its own seeds)")
     for flag, key in (("--min-pixels", "model.min_pixels"), ("--max-pixels", "model.max_pixels"),
                       ("--video-min-pixels", "model.video_min_pixels"), ("--video-max-pixels", "model.video_max_pixels")):
@@ -231,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="default: the header's, else one (one GPU) or ddp")
     p.add_argument("--prompt-text-tokens", type=int, default=256, metavar="N",
                    help="text tokens per prompt besides its visual tokens (default 256)")
+    p.add_argument("--server-tensor-parallel-size", type=int, default=1, metavar="N",
+                   help="rollout.engine=vllm_server: the server's --tensor-parallel-size (its GPUs are planned too)")
+    p.add_argument("--server-data-parallel-size", type=int, default=1, metavar="M",
+                   help="rollout.engine=vllm_server: the server's --data-parallel-size")
     p.set_defaults(fn=_cmd_plan)
     p = sub.add_parser("merge", help="write a LoRA checkpoint as one plain model directory")
     p.add_argument("checkpoint")

@@ -6,7 +6,8 @@ import json
 
 
 def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | None = None,
-                gpu_gb: float | None = None, launcher: str | None = None, prompt_text: int = 256) -> tuple[dict, list[str]]:
+                gpu_gb: float | None = None, launcher: str | None = None, prompt_text: int = 256,
+                server_tp: int = 1, server_dp: int = 1) -> tuple[dict, list[str]]:
     """(the plan's result, notes) for a config file: validated first, so a bad key is one line."""
     from mmrlvr.config import ConfigError, load_config
     from mmrlvr.plan.hardware import resolve_hardware
@@ -15,8 +16,10 @@ def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | No
     from mmrlvr.checks.validate import config_errors
 
     cfg = load_config(path, overrides)
-    # everything but an installed vLLM: a vLLM run can be planned on a machine without it
-    errors = [e for e in config_errors(cfg) if "expected an installed vLLM" not in e]
+    # everything but an installed vLLM, or a rollout server that answers: a run can be planned
+    # on a machine without either
+    errors = [e for e in config_errors(cfg)
+              if "expected an installed vLLM" not in e and not e.startswith("rollout.server_url=")]
     if errors:
         raise ConfigError("\n".join(errors))
     if prompt_text < 0:
@@ -29,6 +32,18 @@ def plan_config(path: str, overrides: list[str] | None = None, *, gpus: int | No
     result = plan(cfg, shape, hw, prompt_text)
     result["suggestions"] = [] if result["fits"] else suggestions(cfg, shape, hw, result, prompt_text)
     notes = []
+    if cfg.rollout.engine == "vllm_server":
+        from mmrlvr.plan.memory import geometry
+        from mmrlvr.plan.server import server_plan
+
+        if server_tp < 1 or server_dp < 1:
+            raise ConfigError(f"--server-tensor-parallel-size {server_tp} / --server-data-parallel-size {server_dp}: "
+                              "expected whole numbers of GPUs, at least 1")
+        geo = geometry(cfg, shape, prompt_text)
+        result["server"] = server_plan(shape, cfg.model.dtype, hw.gpu_gb, server_tp, server_dp,
+                                       geo.prompt + geo.completion, geo.rollout_rows)
+        notes.append("rollout.engine=vllm_server: the rollout's weights and KV cache are on the server's GPUs "
+                     "(its lines below), not the trainer's")
     from mmrlvr.plan.memory import task_media
 
     if cfg.model.max_pixels is None and "image" in task_media(cfg.task.name, cfg.task.args):
@@ -55,6 +70,12 @@ def plan_report(path: str, overrides: list[str] | None = None, *, as_json: bool 
     from mmrlvr.plan.memory import format_plan
 
     result, notes = plan_config(path, overrides, **kw)
+    fits = bool(result["fits"]) and result.get("server", {}).get("fits", True)
     if as_json:
-        return json.dumps({**result, "notes": notes}, indent=1), bool(result["fits"])
-    return format_plan(result, notes), bool(result["fits"])
+        return json.dumps({**result, "notes": notes}, indent=1), fits
+    text = format_plan(result, notes)
+    if "server" in result:
+        from mmrlvr.plan.server import format_server
+
+        text += "\n\n" + format_server(result["server"])
+    return text, fits

@@ -198,6 +198,8 @@ def plan(cfg, s: ModelShape, hw: Hardware, prompt_text: int = PROMPT_TEXT_TOKENS
     if cfg.rollout.engine == "vllm":
         phases["rollout"] = {"vllm": cfg.rollout.vllm_gpu_memory_utilization * hw.gpu_gb * GB} \
             if "vllm" not in base else {}
+    elif cfg.rollout.engine == "vllm_server":  # generated on the server's GPUs (`plan.server`)
+        phases["rollout"] = {}
     else:
         rows = min(per_gpu_rows, cfg.rollout.generate_max_rows or per_gpu_rows)
         phases["rollout"] = generation(cfg, s, geo, rows, geo.completion, cfg.rollout.group_size)
@@ -207,7 +209,7 @@ def plan(cfg, s: ModelShape, hw: Hardware, prompt_text: int = PROMPT_TEXT_TOKENS
         phases["reference"] = {"forward": no_grad_forward_bytes(s, f)}
     eval_rows = math.ceil(cfg.eval.batch_size / hw.gpus)
     eval_rows = min(eval_rows, cfg.rollout.generate_max_rows or eval_rows)
-    if cfg.rollout.engine == "vllm":
+    if cfg.rollout.engine in ("vllm", "vllm_server"):
         phases["evaluation"] = dict(phases["rollout"])
     else:
         phases["evaluation"] = generation(cfg, s, geo, eval_rows, geo.eval_completion, 1)

@@ -22,6 +22,14 @@ Endpoints (JSON):
 Requests are served one at a time (a lock): a weight update never lands inside a generation.
 The policy version counts weight updates since the server started (0: the directory's weights).
 
+Several GPUs (`--tensor-parallel-size N --data-parallel-size M`): each of M replicas
+(`server_replicas`) cuts the model over N devices with vLLM's tensor parallelism; a generation is
+spread over the replicas, and every weight update reaches all N x M workers (each joins the weight
+channel's group) and resets every replica's caches before the one version number moves. A
+broadcast that breaks mid-way leaves the workers partly loaded (they load as the bytes arrive, so
+no second copy of the model is ever held): the server then refuses generations until a sync
+completes.
+
 Every POST needs the server's key (`server_key`: `Authorization: Bearer <key>`, else 401) and is
 bounded per request (`server_guard`: completions, tokens, images and their pixels, body size,
 the weight channel's timeout), so one caller can neither swap the policy nor hold the lock for long.
@@ -37,6 +45,9 @@ import threading
 from mmrlvr.rollout.server_guard import BodyTooLarge, Guard, RequestLimits
 from mmrlvr.rollout.server_http import SERVER_NAME
 from mmrlvr.rollout.server_key import bind_problem, default_key_file, server_key, write_key_file
+from mmrlvr.rollout.server_layout import set_cpu_binding
+from mmrlvr.rollout.server_replicas import Replicas
+from mmrlvr.rollout import weight_channel
 from mmrlvr.rollout.server_wire import decode_request, encode_outputs
 from mmrlvr.rollout.vllm_inputs import model_vocab_size, processor_kwargs
 
@@ -54,19 +65,50 @@ def build_engine(args):
     mcfg = ModelConfig(path=path, dtype=args.dtype, min_pixels=args.min_pixels, max_pixels=args.max_pixels,
                        video_min_pixels=args.video_min_pixels, video_max_pixels=args.video_max_pixels)
     processor = _load_processor(path, mcfg, model_config.model_type)
+    tp = int(getattr(args, "tensor_parallel_size", 1))
+    if tp > 1 and _on_cpu():
+        set_cpu_binding(tp)
     return VLLMRolloutEngine(path, processor, model_config, dtype=args.dtype,
                              gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
                              sleep=False, seed=args.seed, enforce_eager=args.enforce_eager,
                              max_num_batched_tokens=args.max_num_batched_tokens,
-                             worker_extension_cls="mmrlvr.rollout.vllm_channel.WeightChannelExtension")
+                             worker_extension_cls="mmrlvr.rollout.vllm_channel.WeightChannelExtension",
+                             tensor_parallel_size=tp)
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def build_server_engine(args):
+    """The engine, or M data-parallel replicas of it (`server_replicas.Replicas`) that look like one."""
+    m, n = int(getattr(args, "data_parallel_size", 1)), int(getattr(args, "tensor_parallel_size", 1))
+    if m == 1:
+        return build_engine(args)
+    from mmrlvr.rollout.server_replicas import device_slice
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:  # replica 0 (this process) takes the first N devices; the children the next ones
+        os.environ["CUDA_VISIBLE_DEVICES"] = device_slice(visible, 0, n)
+    try:
+        engine = build_engine(args)
+    finally:
+        if visible:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+    return Replicas(engine, build_engine, args, m, n)
 
 
 class RolloutService:
     """The endpoints' logic, apart from HTTP (tests drive it directly too)."""
 
     def __init__(self, engine, model_path: str, dtype: str, host: str = "127.0.0.1",
-                 limits: RequestLimits | None = None):
+                 limits: RequestLimits | None = None, tensor_parallel: int = 1, data_parallel: int = 1,
+                 bucket_bytes: int = weight_channel.BUCKET_BYTES):
         self.engine = engine
+        self.tensor_parallel, self.data_parallel, self.bucket_bytes = tensor_parallel, data_parallel, bucket_bytes
+        self.broken = False  # a broadcast broke mid-way: the workers hold a mix of old and new weights
         self.limits = limits or RequestLimits()
         self.host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host  # gloo binds a concrete address
         self.model_path = model_path
@@ -80,6 +122,7 @@ class RolloutService:
         return {"server": SERVER_NAME, "model": self.model_path, "model_type": e.model_type, "dtype": self.dtype,
                 "vocab_size": self.vocab_size, "suppress_ids": list(e.suppress_ids), "stop_ids": list(e.stop_ids),
                 "processor_kwargs": processor_kwargs(e.processor), "version": self.version,
+                "tensor_parallel_size": self.tensor_parallel, "data_parallel_size": self.data_parallel,
                 "max_model_len": int(e.llm.llm_engine.vllm_config.model_config.max_model_len)}
 
     def generate(self, payload: dict) -> dict:
@@ -91,6 +134,9 @@ class RolloutService:
         prompts = [decode_request(r, self.limits) for r in reqs]
         params = [self.engine.params_from_fields(f) for f in checked]
         with self.lock:
+            if self.broken:
+                raise ValueError("a weight broadcast broke mid-way and left this server's weights partly loaded: "
+                                 "sync the weights again before generating")
             raw = self.engine.generate_raw(prompts, params)
             return {"outputs": encode_outputs(raw), "version": self.version}
 
@@ -101,9 +147,19 @@ class RolloutService:
         if not os.path.isfile(file):
             raise ValueError(f"no model.safetensors in {path}")
         with self.lock:
-            self.engine.load_pairs(load_file(file).items())
+            if isinstance(self.engine, Replicas):  # data-parallel replicas: each loads the file
+                self.engine.load_file(file)
+            else:
+                self.engine.load_pairs(load_file(file).items())
+            self.broken = False
             self.version += 1
             return {"version": self.version}
+
+    def _rpc(self, name: str, args_of) -> list:
+        """`collective_rpc` on every worker of every replica, replica k with `args_of(k)`: the workers' answers."""
+        if isinstance(self.engine, Replicas):
+            return [a for answers in self.engine.collective_rpc(name, args_of) for a in answers]
+        return list(self.engine.llm.collective_rpc(name, args=args_of(0)))
 
     def channel_store(self, payload: dict) -> dict:
         """Host the broadcast group's store in the worker; the client joins it at the port returned."""
@@ -112,16 +168,22 @@ class RolloutService:
             raise ValueError(f"backend: expected nccl or gloo, got {backend!r}")
         timeout = self.limits.timeout(payload.get("timeout", 600.0))
         self._channel = (backend, timeout)
+        workers, n = self.tensor_parallel * self.data_parallel, self.tensor_parallel
         with self.lock:
-            port = self.engine.llm.collective_rpc("mmrlvr_channel_store", args=(self.host, timeout))[0]
-        return {"port": int(port)}
+            ports = self._rpc("mmrlvr_channel_store",
+                              lambda k: (self.host, timeout, workers, k * n, self.bucket_bytes)
+                              if workers > 1 or self.bucket_bytes != weight_channel.BUCKET_BYTES else (self.host, timeout))
+        self._port = next(int(p) for p in ports if p is not None)
+        return {"port": self._port}
 
     def channel_join(self) -> dict:
         backend, timeout = getattr(self, "_channel", (None, None))
         if backend is None:
             raise ValueError("no weight channel is open: POST /weight_channel first")
+        n = self.tensor_parallel
         with self.lock:
-            self.engine.llm.collective_rpc("mmrlvr_channel_join", args=(backend, timeout, self.host))
+            self._rpc("mmrlvr_channel_join", lambda k: (backend, timeout, self.host)
+                      if self.tensor_parallel * self.data_parallel == 1 else (backend, timeout, self.host, self._port, k * n))
         return {"joined": True}
 
     def update_from_channel(self, payload: dict) -> dict:
@@ -130,8 +192,13 @@ class RolloutService:
             raise ValueError("spec: expected a list of [name, dtype, shape]")
         with self.lock:
             self.engine._wake()
-            self.engine.llm.collective_rpc("mmrlvr_channel_receive", args=(spec,))
+            try:
+                self._rpc("mmrlvr_channel_receive", lambda k: (spec,))
+            except BaseException:
+                self.broken = True
+                raise
             self.engine.reset_caches()
+            self.broken = False
             self.version += 1
             return {"version": self.version}
 
@@ -250,19 +317,26 @@ def serve(args) -> int:
     import uvicorn
 
     key, key_file = key_for(args)  # refused before the model loads
+    engine = None
     try:
-        engine = build_engine(args)
+        engine = build_server_engine(args)
         limits = RequestLimits(max_n=args.max_n,
                                max_tokens=int(engine.llm.llm_engine.vllm_config.model_config.max_model_len),
                                max_images=args.max_images, max_timeout_s=args.max_channel_timeout,
                                max_body=int(args.max_body_mb * 2**20))
-        service = RolloutService(engine, args.model, args.dtype, host=args.host, limits=limits)
+        service = RolloutService(engine, args.model, args.dtype, host=args.host, limits=limits,
+                                 tensor_parallel=args.tensor_parallel_size, data_parallel=args.data_parallel_size,
+                                 bucket_bytes=int(args.weight_bucket_mb * 2**20))
         app = build_app(service, key)
-        print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+        layout = (f" ({args.data_parallel_size} x {args.tensor_parallel_size} devices: data x tensor parallel)"
+                  if args.tensor_parallel_size * args.data_parallel_size > 1 else "")
+        print(f"mmrlvr rollout-server: {args.model} on http://{args.host}:{args.port}{layout}", file=sys.stderr, flush=True)
         # uvicorn re-raises a SIGTERM it caught once it has shut down: exit through the `finally` below
         signal.signal(signal.SIGTERM, _exit_on_signal)
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     finally:
+        if engine is not None:
+            engine.close()  # data-parallel replicas: their processes stop with the server
         if key_file is not None:  # the generated key dies with the server: remove the file it wrote
             key_file.unlink(missing_ok=True)
     return 0

@@ -47,13 +47,15 @@ class VLLMRolloutEngine:
 
     `sleep=None` sleeps where the platform can; `max_num_batched_tokens=None` keeps vLLM's default
     except on CPU, where a prompt batch split across scheduler steps crashes seeded sampling.
+    `tensor_parallel_size` > 1 (the rollout server's `--tensor-parallel-size`) cuts the model over
+    that many devices, one vLLM worker each.
     """
 
     def __init__(self, model_path: str, processor, model_config, *, gpu_memory_utilization: float = 0.3,
                  max_model_len: int | None = None, dtype: str = "bfloat16", sleep: bool | None = None,
                  seed: int = 0, enforce_eager: bool = False, max_num_batched_tokens: int | None = None,
                  limit_mm_per_prompt: dict | None = None, llm=None, generation_config=None,
-                 worker_extension_cls: str | None = None):
+                 worker_extension_cls: str | None = None, tensor_parallel_size: int = 1):
         import torch.distributed as dist
 
         self.processor = processor
@@ -89,6 +91,7 @@ class VLLMRolloutEngine:
                 mm_processor_kwargs=processor_kwargs(processor) or None,
                 distributed_executor_backend="external_launcher" if colocated else None,
                 **({"worker_extension_cls": worker_extension_cls} if worker_extension_cls else {}),
+                **({"tensor_parallel_size": tensor_parallel_size} if tensor_parallel_size > 1 else {}),
             )
         self.sleep_enabled = bool(sleep)
         self.llm = llm

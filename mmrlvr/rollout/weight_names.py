@@ -96,11 +96,13 @@ def vllm_checkpoint_name(name: str, model_type: str) -> str:
     return name
 
 
-def sync_pairs(model) -> list[tuple[str, object]]:
+def sync_pairs(model, gather: bool = True) -> list[tuple[str, object]]:
     """(checkpoint name, tensor) for every weight of the policy, LoRA adapters merged in.
 
     With peft the adapter is merged for the copy and unmerged afterwards, as TRL and verl do,
     so vLLM samples from base + adapter exactly as the learner's forward computes it.
+    `gather=False` leaves FSDP2 shards (DTensors) sharded: the weight channel's `send` gathers them
+    one bucket at a time, so no rank holds the whole unsharded model at once.
     """
     inner = unwrap(model)
     model_type = getattr(getattr(inner, "config", None), "model_type", "")
@@ -113,7 +115,7 @@ def sync_pairs(model) -> list[tuple[str, object]]:
             ck = checkpoint_name(name)
             if ck is None:
                 continue
-            if hasattr(tensor, "full_tensor"):  # FSDP2 shard: gather (every rank calls sync)
+            if gather and hasattr(tensor, "full_tensor"):  # FSDP2 shard: gather (every rank calls sync)
                 tensor = tensor.full_tensor()
             pairs.append((vllm_checkpoint_name(ck, model_type), tensor.detach().clone() if merged else tensor.detach()))
         return pairs
