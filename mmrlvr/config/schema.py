@@ -9,8 +9,6 @@ which keys exist and which one was probably meant, because a typo silently ignor
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from mmrlvr.config.rollout import RolloutConfig
 from mmrlvr.config.methods import TemporalContrastConfig, TokenWeightingConfig  # noqa: F401 - re-exported
 from mmrlvr.config.limits import MAX_CONFIG_VALUES, check_expanded_size, short  # noqa: F401 - re-exported
 from mmrlvr.config.keys import ConfigError, _parse_value, apply_overrides, blame, did_you_mean  # noqa: F401 - re-exported
+from mmrlvr.config.typed import build
 
 
 @dataclass
@@ -275,74 +274,9 @@ class Config:
     """Prompt replay, DBB advantages and demonstrations (all off by default)."""
 
 
-def _strip_optional(tp: Any) -> Any:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
-
-
 def _build(cls: type, raw: Any, where: str) -> Any:
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where or 'config'}: expected a mapping, got {short(raw)}", where or None)
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - names, key=str)
-    if unknown:
-        key = f"{where}.{unknown[0]}" if where else str(unknown[0])
-        near = did_you_mean(key, Config) if isinstance(unknown[0], str) else None
-        hint = f"; did you mean {near}? (known: {{}})" if near else "; known: {}"
-        raise ConfigError(f"unknown config key '{short(key, 60).strip(chr(39))}'" + hint.format(", ".join(sorted(names))), key)
-    kwargs = {}
-    for name, value in raw.items():
-        kwargs[name] = _coerce(hints[name], value, f"{where}.{name}" if where else name)
-    return cls(**kwargs)
-
-
-def _optional(tp: Any) -> bool:
-    return tp is Any or (typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp))
-
-
-def _coerce(tp: Any, value: Any, where: str) -> Any:
-    if value is None and not _optional(tp):
-        # `rollout:` with nothing under it (or `rollout=null`) is the section's defaults, and an
-        # empty mapping or list the same; a scalar without an unset value is one line here, not
-        # an AttributeError after the model has loaded
-        bare = _strip_optional(tp)
-        if dataclasses.is_dataclass(bare):
-            return _build(bare, None, where)
-        if typing.get_origin(bare) in (dict, list) or bare in (dict, list):
-            return (typing.get_origin(bare) or bare)()
-        name = getattr(bare, "__name__", str(bare))
-        raise ConfigError(f"{where}: expected {name}, got null (this key has no unset value)", where or None)
-    tp = _strip_optional(tp)
-    if value is None:
-        return None
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, where)
-    origin = typing.get_origin(tp)
-    if (origin is dict or tp is dict) and not isinstance(value, dict):  # `task.args=[1, 2]`
-        raise ConfigError(f"{where}: expected a mapping, got {short(value)}")
-    if origin is list:
-        (inner,) = typing.get_args(tp) or (Any,)
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {short(value)}", where or None)
-        return [_coerce(inner, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if tp is float and isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    if tp in (int, float, str, bool) and not isinstance(value, tp):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {short(value)}", where or None)
-    if tp is int and isinstance(value, bool):
-        raise ConfigError(f"{where}: expected int, got {short(value)}", where or None)
-    return value
+    """`raw` as a `cls` (`mmrlvr.config.typed.build`), suggestions drawn from the whole `Config`."""
+    return build(cls, raw, where, Config)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

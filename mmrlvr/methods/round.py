@@ -40,10 +40,12 @@ class Round:
 @dataclasses.dataclass
 class CollectContext:
     """What collect steps may use: the engine and scorer (to sample or score more), the resolved
-    config, the round's seed and the step."""
+    config, the round's seed and the step, and each active method's run-time state by name (what
+    its `state` hook built; a collect step reads and updates its own, and it is checkpointed)."""
 
     engine: object
     scorer: object
     cfg: object
     seed: int
     step: int
+    states: dict = dataclasses.field(default_factory=dict)

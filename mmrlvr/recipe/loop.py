@@ -230,7 +230,7 @@ def rl_step(run: Run, step: int) -> dict:
     # 1-3. sample prompts, generate G completions each, score them, run the collect strategies
     run.scorer.failures.begin_step()  # an evaluation since the last step scored items that are not this step's
     batch = collect(engine, source, run.scorer, cfg, seed=cfg.seed * 100_003 + step, step=step,  # `_generate_ahead`'s seed
-                    generator=run.methods.generator())
+                    generator=run.methods.generator(), states=run.methods.states)
     stop_scoring_if_broken(run.scorer, cfg.verifier_stop_share)  # before a step trains on a broken reward's zeros
     log_step = step % cfg.train.log_every == 0 or step == 1
     # 4. advantages (stateful estimators read the per-prompt statistics before this step's

@@ -108,7 +108,7 @@ def _groups(rnd: Round) -> list[Group]:
 
 
 def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
-            strategies: tuple | None = None, generator=None) -> RolloutBatch:
+            strategies: tuple | None = None, generator=None, states: dict | None = None) -> RolloutBatch:
     """Sample G completions for B prompts, score them and run the strategies; with dynamic
     sampling, sample again while groups are dropped (at most `algo.max_rounds` rounds).
 
@@ -116,7 +116,8 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
     stream and keeps its own contiguous share (whole groups), samples with its own seed, and
     the ranks agree on the number of rounds, so streams and collective calls stay in step.
     `strategies`: the collect steps (None: `strategies_for(cfg)`); `generator`: (method, state)
-    of the method that generates each round itself (`hooks.Live.generator()`), or None."""
+    of the method that generates each round itself (`hooks.Live.generator()`), or None;
+    `states`: the active methods' run-time state by name (`hooks.Live.states`), for collect steps."""
     strategies = strategies_for(cfg) if strategies is None else strategies
     b = local_prompts(cfg.rollout.prompts_per_step, rank_world()[1])
     collector = GroupCollector(b, filter_groups=False)  # the strategies decide what is kept
@@ -131,7 +132,7 @@ def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
         need = int(all_max(b - len(collector.kept) if cfg.algo.dynamic_sampling else b))
         t0 = time.perf_counter()
         rnd = _sample_round(engine, stream, scorer, cfg, need, seed, step, collector.rounds, generator)
-        ctx = CollectContext(engine, scorer, cfg, seed, step)
+        ctx = CollectContext(engine, scorer, cfg, seed, step, states if states is not None else {})
         for strategy in strategies:
             rnd = strategy(rnd, ctx)
         t_gen += rnd.gen_s

@@ -151,7 +151,7 @@ class Learner:
     def __init__(self, cfg, model, optimizer, accelerator, suppress_ids, *, scheduler=None, ref_model=None,
                  masters=None, weigher=None):
         self.cfg, self.algo = cfg, cfg.algo
-        self.weigher = weigher  # `token_roles.TokenWeigher`: the step's token weights; None: every token weighs 1
+        self.weigher = weigher  # the step's token weights (a method's `weights` hook built it); None: every token weighs 1
         self.masters = masters  # precision.MasterWeights the optimizer steps (a bf16 model in one process / DDP), or None
         self.model, self.policy = model, accelerator.unwrap_model(model)
         self.optimizer, self.scheduler, self.accelerator, self.ref_model = optimizer, scheduler, accelerator, ref_model
