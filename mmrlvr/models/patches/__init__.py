@@ -61,5 +61,5 @@ Together: `tests/e2e/test_bf16_swaps.py` (a whole bf16 run, warm start to evalua
 metrics and final weights bit for bit with `recompute_mlp`, `mask_once` and `recompute_norm` on as
 with all three off) and `tests/e2e/test_step_reference.py` (the pinned step numbers, run with the
 defaults: every patch on where it applies). That each flag reaches the learner's forward:
-`tests/train/test_update.py`; the bytes saved: `tests/test_bench_mlp_memory.py`.
+`tests/train/test_update.py`; the bytes saved: `tests/benchmarks/test_mlp_memory.py`.
 """

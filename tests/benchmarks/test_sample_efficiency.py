@@ -4,7 +4,7 @@ metric (accuracy, mean_iou, ...), so "rollouts to target" works for grounding as
 import importlib.util
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("sample_efficiency", ROOT / "benchmarks/learning/sample_efficiency.py")
 se = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(se)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.common import rss_peak  # noqa: E402
 from benchmarks.memory.mlp_memory import child  # noqa: E402
@@ -55,7 +55,7 @@ def test_rss_peak_sees_a_temporary_allocation():
             "    while mem['samples'] < seen + 2 and time.monotonic() < t + 5: time.sleep(0.01)\n"
             "    del block\n"
             "print(json.dumps(mem))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
                          capture_output=True, text=True, check=True)
     mem = json.loads(out.stdout)
     assert mem["above_mb"] > 50 and mem["seconds"] >= 0
