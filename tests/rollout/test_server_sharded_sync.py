@@ -1,7 +1,8 @@
 """A sharded trainer (FSDP2: `fully_shard` over a two-process gloo world, on the CPU) syncs through the
 real client (`ServerRolloutEngine.sync_weights`, and `ServerPool.sync_weights` over two servers) by
-broadcast: every server receives every tensor of the policy whole, bit for bit, and no rank ever holds
-more gathered (unsharded) bytes at once than one bucket of its server.
+broadcast, twice (the second after an update, over the channel the first opened): every server
+receives every tensor of the policy whole, bit for bit, and no rank ever holds more gathered
+(unsharded) bytes at once than one bucket of its server.
 
 The servers are stand-ins in this (pytest) process: stdlib HTTP answering as `mmrlvr rollout-server`
 does, each hosting a real weight channel (its store, a small published bucket, a gloo group) and
@@ -92,7 +93,7 @@ def _info(model, processor) -> dict:
 
 
 def _trainer(rank: int, init: str, urls: list[str], out) -> None:
-    """One FSDP2 rank: shard the tiny policy over both ranks, then sync it once through the client,
+    """One FSDP2 rank: shard the tiny policy over both ranks, then sync it twice through the client,
     counting the gathered bytes alive at every gather (each gather's storage, watched by a weak ref)."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -124,12 +125,16 @@ def _trainer(rank: int, init: str, urls: list[str], out) -> None:
                for u in urls]
     client = engines[0] if len(engines) == 1 else ServerPool(engines)
     client.sync_weights(model)
+    with torch.no_grad():  # an update: every shard + 1, then the second sync over the channel the first opened
+        for p in model.parameters():
+            p.add_(1.0)
+    client.sync_weights(model)
     out.put((rank, peak[0], gathers[0], client.synced_version))
     dist.destroy_process_group()
 
 
 def _sync(tmp_path, buckets: list[int]):
-    """Two FSDP2 ranks sync once to one stand-in per bucket size: (stand-ins, {rank: (peak, gathers, version)})."""
+    """Two FSDP2 ranks sync twice to one stand-in per bucket size: (stand-ins, {rank: (peak, gathers, version)})."""
     from mmrlvr.models.load import load_policy
 
     model, processor = load_policy("tiny")
@@ -178,12 +183,13 @@ def _same_bits(received: dict, expected: dict) -> bool:
 def test_a_sharded_trainer_syncs_through_the_client_one_bucket_at_a_time(tmp_path):
     bucket = 512 * 1024
     (server,), expected, ranks = _sync(tmp_path, [bucket])
-    assert len(server.received) == 1 and _same_bits(server.received[0], expected)
+    assert len(server.received) == 2 and _same_bits(server.received[0], expected)
+    assert _same_bits(server.received[1], {n: t + 1 for n, t in expected.items()})  # the update's weights
     for rank in (0, 1):
         peak, gathers, version = ranks[rank]
-        assert gathers == 105  # each tensor gathered once, on both ranks (a collective)
+        assert gathers == 2 * 105  # each tensor gathered once per sync, on both ranks (a collective)
         assert LARGEST <= peak <= bucket < MODEL_BYTES, (rank, peak)
-        assert version == 1
+        assert version == 2
 
 
 def test_a_sharded_trainer_syncs_each_server_of_a_pool_with_its_own_bucket_size(tmp_path):
@@ -192,9 +198,10 @@ def test_a_sharded_trainer_syncs_each_server_of_a_pool_with_its_own_bucket_size(
     small, large = 384 * 1024, 512 * 1024
     servers, expected, ranks = _sync(tmp_path, [small, large])
     for s in servers:
-        assert len(s.received) == 1 and _same_bits(s.received[0], expected)
+        assert len(s.received) == 2 and _same_bits(s.received[0], expected)
+        assert _same_bits(s.received[1], {n: t + 1 for n, t in expected.items()})
     for rank in (0, 1):
         peak, gathers, version = ranks[rank]
-        assert gathers == 2 * 105  # every tensor once per server
+        assert gathers == 2 * 2 * 105  # every tensor once per server per sync
         assert LARGEST <= peak <= large < MODEL_BYTES, (rank, peak)
-        assert version == 1
+        assert version == 2
