@@ -12,7 +12,9 @@ policy's weights (LoRA merged, `weight_names.sync_pairs`) are broadcast over NCC
 server's vLLM worker when they live on a GPU, as TRL and verl do (`weight_channel`, a two-rank
 group of its own); on the CPU they travel as one safetensors file, written to shared memory and
 loaded by path when the server is on this machine (its address is loopback), or uploaded in the
-request body otherwise. The server then resets its prefix and encoder caches.
+request body otherwise. The server then resets its prefix and encoder caches. A sharded policy
+(FSDP2 DTensors) on the broadcast path is gathered one bucket at a time by every rank (`sync_sharded`),
+never whole; the file and upload paths write whole tensors, so they gather everything first.
 
 The server obeys only its trainer: every POST carries the key (`rollout.server_key` or
 MMRLVR_ROLLOUT_KEY, `server_key`), and the policy version it reports must be the one this trainer's
@@ -158,11 +160,15 @@ class ServerRolloutEngine:
         """Send the policy's current weights; the server's next generation uses them.
 
         With several training processes every rank gathers the weights (a collective under FSDP)
-        but rank 0 alone sends them; the others wait for it and read the new policy version."""
-        pairs = sync_pairs_of(model)
+        but rank 0 alone sends them; the others wait for it and read the new policy version. A
+        sharded policy (FSDP2) on the broadcast path is gathered one bucket at a time (`sync_sharded`)."""
         rank, world = _rank_world()
-        if rank == 0:
-            self.push(pairs)
+        if gathers_by_bucket([self], model):
+            sync_sharded([self], model)
+        else:
+            pairs = sync_pairs_of(model)
+            if rank == 0:
+                self.push(pairs)
         if world > 1:
             import torch.distributed as dist
 
@@ -199,6 +205,18 @@ class ServerRolloutEngine:
 
     def _broadcast(self, pairs) -> dict:
         """Broadcast the tensors into the server's worker over the weight channel (opened once)."""
+        self.open_channel(pairs)
+        spec = weight_channel.spec_of(pairs)
+        try:
+            return _alongside(lambda: self._call("/update_weights_channel", {"spec": spec}),
+                              lambda: weight_channel.send(self._channel, pairs))[0]
+        except BaseException:
+            self._channel = None  # a broken broadcast leaves the group unusable: the next sync reopens it
+            raise
+
+    def open_channel(self, pairs) -> int:
+        """Open the weight channel to this server unless it is open (the server hosts the store, both
+        sides join); the bucket size its server published, which every sending rank must cut by."""
         device = pairs[0][1].device if pairs else "cpu"
         if self._channel is None:
             backend = weight_channel.channel_backend(device)
@@ -212,18 +230,40 @@ class ServerRolloutEngine:
             self._channel = _alongside(lambda: self._call("/weight_channel/join", {}),
                                        lambda: weight_channel.open_group(store, weight_channel.CLIENT_RANK, backend,
                                                                          self.timeout, host))[1]
-        spec = weight_channel.spec_of(pairs)
-        try:
-            return _alongside(lambda: self._call("/update_weights_channel", {"spec": spec}),
-                              lambda: weight_channel.send(self._channel, pairs))[0]
-        except BaseException:
-            self._channel = None  # a broken broadcast leaves the group unusable: the next sync reopens it
-            raise
+        return weight_channel.bucket_limit(self._channel)
 
 
 def sync_pairs_of(model) -> list:
     """The (name, tensor) pairs a sync sends: every rank gathers them (a collective under FSDP)."""
     return [(n, t.detach()) for n, t in sync_pairs(model)]
+
+
+def gathers_by_bucket(engines, model) -> bool:
+    """Whether a sync to `engines` gathers one bucket at a time: the policy's parameters are FSDP2 shards
+    (DTensors) and every server is synced by broadcast (a file or an upload holds whole tensors)."""
+    param = next(iter(model.parameters()), None)
+    if param is None or not hasattr(param, "full_tensor"):
+        return False
+    return all(weight_transport(e.weight_sync, param.device, e.local) == "broadcast" for e in engines)
+
+
+def sync_sharded(engines, model) -> None:
+    """Every trainer rank's part of a sharded broadcast: rank 0 sends to each server in list order and
+    the other ranks join each of those sends' gathers (`weight_channel.send(None, ...)`), so no rank holds
+    more than its shard and one bucket of gathered tensors. Every gather is a collective, so all ranks
+    cut the same buckets: rank 0 opens the channels first and hands each server's bucket size round."""
+    pairs = sync_pairs(model, gather=False)
+    rank, world = _rank_world()
+    limits = [e.open_channel(pairs) for e in engines] if rank == 0 else [None] * len(engines)
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.broadcast_object_list(limits, src=0)
+    for e, limit in zip(engines, limits):
+        if rank == 0:
+            e.push(pairs)
+        else:
+            weight_channel.send(None, pairs, limit)
 
 
 def _joined_store(url: str, host: str, port: int, timeout: float):

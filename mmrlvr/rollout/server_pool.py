@@ -17,7 +17,9 @@ flips could differ, as on one server with another batch.
 
 Weights. After each update the one process that syncs (rank 0, today's rule for one server) sends
 the weights to each server in the listed order, each checked to count exactly that update; the
-other ranks then read every server's version. The servers count their updates from where they
+other ranks then read every server's version. A sharded policy (FSDP2) broadcast to the servers is
+gathered one bucket at a time (`server.sync_sharded`): rank 0 sends to each server in the listed order
+and the other ranks join each of those sends' gathers, cut by that server's bucket size. The servers count their updates from where they
 were when the run connected (a restarted server starts at 0), so the pool's version is the first
 server's, and every server must have moved by as many updates as it: otherwise one line names them
 (`agreed`), as for one server whose version moved without this trainer's sync.
@@ -35,7 +37,9 @@ from typing import Callable, Sequence
 
 from mmrlvr.data.collate import encode_prompts
 from mmrlvr.rollout.base import RolloutOutput
-from mmrlvr.rollout.server import ServerRolloutEngine, _rank_world, sync_pairs_of
+from mmrlvr.rollout.server import (
+    ServerRolloutEngine, _rank_world, gathers_by_bucket, sync_pairs_of, sync_sharded,
+)
 from mmrlvr.rollout.server_http import RolloutServerError
 from mmrlvr.rollout.vllm_inputs import rollout_output
 from mmrlvr.types import Completion, Sample
@@ -159,12 +163,16 @@ class ServerPool:
 
     # ------------------------------------------------------------------------------ weight sync
     def sync_weights(self, model) -> None:
-        """Exactly one update per server, from the one process that syncs; the other ranks read the versions."""
-        pairs = sync_pairs_of(model)
+        """Exactly one update per server, from the one process that syncs; the other ranks read the versions.
+        A sharded policy (FSDP2) broadcast to the servers: every rank joins each server's bucket gathers."""
         rank, world = _rank_world()
-        if rank == 0:
-            for e in self.engines:
-                e.push(pairs)
+        if gathers_by_bucket(self.engines, model):
+            sync_sharded(self.engines, model)
+        else:
+            pairs = sync_pairs_of(model)
+            if rank == 0:
+                for e in self.engines:
+                    e.push(pairs)
         if world > 1:
             import torch.distributed as dist
 
