@@ -59,13 +59,15 @@ def expected_tokens(prompt_tokens: Sequence[int], max_tokens: int, group_size: i
     return [int(p) + int(max_tokens) * int(group_size) for p in prompt_tokens]
 
 
-def spread(costs: Sequence[int], n_servers: int) -> list[list[int]]:
-    """Prompt indices per server: heaviest first to the least-loaded server (ties: the lower index),
-    each server's indices in the batch's order. Deterministic: the same costs give the same split."""
+def spread(costs: Sequence[int], n_servers: int, first: int = 0) -> list[list[int]]:
+    """Prompt indices per server: heaviest first to the least-loaded server (ties: the first server
+    at or after `first`, in a circle), each server's indices in the batch's order. Deterministic: the
+    same costs give the same split. Each training rank passes its rank as `first`, so ranks whose
+    prompts leave a tie (an odd count) do not all send the extra group to the same server."""
     loads = [0] * n_servers
     parts: list[list[int]] = [[] for _ in range(n_servers)]
     for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-        k = min(range(n_servers), key=lambda k: (loads[k], k))
+        k = min(range(n_servers), key=lambda k: (loads[k], (k - first) % n_servers))
         loads[k] += costs[i]
         parts[k].append(i)
     return [sorted(p) for p in parts]
@@ -149,7 +151,7 @@ class ServerPool:
         prompt_inputs = encode_prompts(self.processor, samples)
         lengths = prompt_inputs["attention_mask"].sum(dim=1).tolist()
         max_tokens = fields[0]["max_tokens"] if fields else 0
-        parts = spread(expected_tokens(lengths, max_tokens, group_size), len(self.engines))
+        parts = spread(expected_tokens(lengths, max_tokens, group_size), len(self.engines), _rank_world()[0])
         busy = [(e, p) for e, p in zip(self.engines, parts) if p]
         answers = at_once([lambda e=e, p=p: e.sample_raw([requests[i] for i in p], [fields[i] for i in p], group_size)
                            for e, p in busy])

@@ -56,15 +56,15 @@ def test_splitting_one_output_gives_each_rank_its_prompts_and_completions(tiny):
     assert second.prompt_inputs["_n_images"] == [1]
 
 
-def test_one_prompt_per_rank_lands_on_the_first_server_unless_gathered(tmp_path, tiny):
-    # each rank spreads only its own prompt: a tie between two idle servers goes to the first, so A
-    # sends both prompts there; B spreads the two gathered prompts one per server
+def test_one_prompt_per_rank_goes_to_a_server_each_in_both_arms(tmp_path, tiny):
+    # each rank spreads only its own prompt, and breaks a tie between two idle servers from its own
+    # server (rank r starts at server r): A sends one prompt to each server, as B does after gathering
     out = tmp_path / "sr.json"
     argv = ["--repeats", "1", "--prompts-per-rank", "1", "--group-size", "2", "--max-new-tokens", "3",
             "--image-size", "56", "--costs", "batched", "--out", str(out)]
     assert server_ranks.main(argv) == 0
     a, b = json.loads(out.read_text())["results"]
     per_prompt = b["tokens_per_server_per_call"][0]
-    assert a["tokens_per_server_per_call"] == [2 * per_prompt, 0] and a["requests_per_server_per_call"] == [2, 0]
+    assert a["tokens_per_server_per_call"] == [per_prompt, per_prompt] and a["requests_per_server_per_call"] == [1, 1]
     assert b["tokens_per_server_per_call"] == [per_prompt, per_prompt] and b["requests_per_server_per_call"] == [1, 1]
-    assert a["server_imbalance"] == 2.0 and b["server_imbalance"] == 1.0
+    assert a["server_imbalance"] == 1.0 and b["server_imbalance"] == 1.0

@@ -66,6 +66,14 @@ def test_whole_prompts_go_heaviest_first_to_the_least_loaded_server():
     assert spread([7], 3) == [[0], [], []]  # fewer prompts than servers: the others are not asked
 
 
+def test_each_rank_breaks_ties_from_its_own_server():
+    """Two ranks with one prompt each: rank 0's goes to server 0 and rank 1's to server 1 (not both to
+    server 0); loads still decide first, and a rank past the server count wraps around."""
+    assert spread([7], 2, first=0) == [[0], []] and spread([7], 2, first=1) == [[], [0]]
+    assert spread([10, 50, 30, 20, 40], 2, first=1) == [[2, 4], [0, 1, 3]]  # the same split, mirrored
+    assert spread([5, 5, 5], 2, first=3) == [[1], [0, 2]]  # rank 3 of 2 servers starts at server 1
+
+
 # ------------------------------------------------------------------------------ the pool, on stand-ins
 def test_groups_are_spread_by_expected_tokens_and_come_back_in_order(stand_in, tiny):
     a, b = stand_in(), stand_in()
