@@ -110,9 +110,7 @@ def _groups(rnd: Round) -> list[Group]:
 def collect(engine, stream, scorer, cfg, seed: int, step: int = 0,
             strategies: tuple | None = None, generator=None, states: dict | None = None) -> RolloutBatch:
     """Sample G completions for B prompts, score them and run the strategies; with dynamic
-    sampling, sample again while groups are dropped (at most `algo.max_rounds` rounds).
-
-    With several processes every rank draws the same global prompts from its copy of the
+    sampling, sample again while groups are dropped (at most `algo.max_rounds` rounds). With several processes every rank draws the same global prompts from its copy of the
     stream and keeps its own contiguous share (whole groups), samples with its own seed, and
     the ranks agree on the number of rounds, so streams and collective calls stay in step.
     `strategies`: the collect steps (None: `strategies_for(cfg)`); `generator`: (method, state)

@@ -235,8 +235,9 @@ def test_an_hf_engine_and_a_lagged_one_are_rollout_engines(fresh_tiny):
 
 
 def test_the_training_package_reads_engines_only_through_the_contract():
-    """Every `<...>engine.<name>` in mmrlvr/train/ names a member of `RolloutEngine` or of one of its
-    capability protocols, so an engine that keeps the contract runs the loop."""
+    """Every `<...>engine.<name>` in the training package (the recipe, the methods, the learner's
+    machinery) names a member of `RolloutEngine` or of one of its capability protocols, so an engine
+    that keeps the contract runs the loop."""
     import ast
     from pathlib import Path
 
@@ -244,7 +245,8 @@ def test_the_training_package_reads_engines_only_through_the_contract():
 
     allowed = set().union(*(_members(p) for p in (RolloutEngine, *CAPABILITIES)))
     used: dict[str, str] = {}
-    for path in sorted(Path("mmrlvr/train").rglob("*.py")):
+    for path in sorted(p for folder in ("mmrlvr/recipe", "mmrlvr/methods", "mmrlvr/train")
+                       for p in Path(folder).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute):
                 owner = node.value.id if isinstance(node.value, ast.Name) else getattr(node.value, "attr", "")
