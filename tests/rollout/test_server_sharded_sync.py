@@ -27,6 +27,9 @@ import torch
 from mmrlvr.rollout import weight_channel as wc
 from mmrlvr.rollout.server_http import SERVER_NAME
 from mmrlvr.rollout.server_key import authorized
+from tests.rollout.conftest import main_env_only
+
+pytestmark = main_env_only  # the trainer's side: run once, in the main suite
 
 KEY = "sharded-sync-key"
 TIMEOUT = 120.0

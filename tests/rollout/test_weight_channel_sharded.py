@@ -14,6 +14,9 @@ import threading
 import torch
 
 from mmrlvr.rollout import weight_channel as wc
+from tests.rollout.conftest import main_env_only
+
+pytestmark = main_env_only  # the trainer's side: run once, in the main suite
 
 TIMEOUT = 60.0
 BUCKET = 64 * 4  # bytes: tensors a (32 floats) and b (32 floats) share a bucket, c (64 floats) travels alone
