@@ -65,4 +65,18 @@ def make_engine(cfg, policy, processor):
     kind = cfg.rollout.engine
     if kind not in ENGINE_BUILDERS:
         raise ValueError(f"rollout.engine {kind!r} unknown; known: {', '.join(ENGINES)}")
+    refuse_partitioned_sync(kind, policy)
     return ENGINE_BUILDERS.get(kind)(cfg, policy, processor)
+
+
+def refuse_partitioned_sync(kind: str, policy) -> None:
+    """DeepSpeed ZeRO-3 partitions each parameter (`ds_id`, an empty placeholder outside its gather),
+    and the weight sync reads whole tensors (FSDP2's DTensors are gathered; ZeRO-3's are not): an
+    engine that copies the policy's weights would load placeholders. One line before the first sync;
+    `hf` samples from the policy itself and needs no copy."""
+    if kind != "hf" and any(hasattr(p, "ds_id") for p in policy.parameters()):
+        from mmrlvr.config import ConfigError
+
+        raise ConfigError(f"rollout.engine={kind} with DeepSpeed ZeRO-3: syncing ZeRO-3's partitioned parameters "
+                          "to a vLLM engine is not handled; use FSDP2 (configs/accelerate/fsdp2.yaml), ZeRO-2, "
+                          "or rollout.engine=hf")
