@@ -74,7 +74,8 @@ def refuse_partitioned_sync(kind: str, policy) -> None:
     and the weight sync reads whole tensors (FSDP2's DTensors are gathered; ZeRO-3's are not): an
     engine that copies the policy's weights would load placeholders. One line before the first sync;
     `hf` samples from the policy itself and needs no copy."""
-    if kind != "hf" and any(hasattr(p, "ds_id") for p in policy.parameters()):
+    params = getattr(policy, "parameters", None)  # a registered builder may be handed something else
+    if kind != "hf" and callable(params) and any(hasattr(p, "ds_id") for p in params()):
         from mmrlvr.config import ConfigError
 
         raise ConfigError(f"rollout.engine={kind} with DeepSpeed ZeRO-3: syncing ZeRO-3's partitioned parameters "
