@@ -190,3 +190,7 @@ if __name__ == "__main__":
     args = sys.argv[3:]
     dtype = args.pop(0) if args and "=" not in args[0] else "float32"
     run(sys.argv[1], sys.argv[2], dtype, args)
+    import torch.distributed as dist
+
+    if dist.is_initialized():  # gloo's threads stopped before the interpreter exits (else a rare abort there)
+        dist.destroy_process_group()
