@@ -12,16 +12,8 @@ import types
 import typing
 from typing import Any
 
-from mmrlvr.config.keys import ConfigError, did_you_mean
+from mmrlvr.config.keys import ConfigError, _bare, did_you_mean
 from mmrlvr.config.limits import short
-
-
-def _strip_optional(tp: Any) -> Any:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1:
-            return args[0]
-    return tp
 
 
 def build(cls: type, raw: Any, where: str, root: type) -> Any:
@@ -53,14 +45,14 @@ def _coerce(tp: Any, value: Any, where: str, root: type) -> Any:
         # `rollout:` with nothing under it (or `rollout=null`) is the section's defaults, and an
         # empty mapping or list the same; a scalar without an unset value is one line here, not
         # an AttributeError after the model has loaded
-        bare = _strip_optional(tp)
+        bare = _bare(tp)
         if dataclasses.is_dataclass(bare):
             return build(bare, None, where, root)
         if typing.get_origin(bare) in (dict, list) or bare in (dict, list):
             return (typing.get_origin(bare) or bare)()
         name = getattr(bare, "__name__", str(bare))
         raise ConfigError(f"{where}: expected {name}, got null (this key has no unset value)", where or None)
-    tp = _strip_optional(tp)
+    tp = _bare(tp)
     if value is None:
         return None
     if dataclasses.is_dataclass(tp):
