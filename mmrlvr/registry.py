@@ -36,7 +36,7 @@ class Registry(Generic[F]):
 
     def register(self, name: str) -> Callable[[F], F]:
         def deco(fn: F) -> F:
-            if name in self._items and self._items[name] is not fn:
+            if name in self._items and self._items[name] is not fn and self._items[name] != fn:  # the same again: no clash
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._items[name] = fn
             return fn

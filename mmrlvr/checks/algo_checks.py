@@ -1,6 +1,5 @@
-"""The checks on the algorithm's named parts (preset, policy loss, advantage, KL, aggregation,
-token weighting): each reads the names its registry or module defines, so no name is listed
-twice. The registries import torch, so they are read inside the checks, never at import. Run by
+"""The checks on the algorithm's named parts (preset, policy loss, advantage, KL, aggregation):
+each reads the names its registry or module defines, so no name is listed twice. The registries import torch, so they are read inside the checks, never at import. Run by
 `mmrlvr.checks.validate` (its `CHECKS` list)."""
 
 from __future__ import annotations
@@ -40,19 +39,3 @@ def _check_algo(cfg: Config) -> Iterable[str]:
         value = getattr(cfg.algo, field)
         if value is not None and value not in known:
             yield _line(f"algo.{field}", value, f"one of {', '.join(known)}")
-
-
-def _check_token_weighting(cfg: Config) -> Iterable[str]:
-    from mmrlvr.algos.token_weights import METHODS
-
-    tw = cfg.token_weighting
-    if tw.method not in METHODS:
-        yield _line("token_weighting.method", tw.method, f"one of {', '.join(METHODS.names())}")
-    else:  # a method whose settings the config cannot fill would fail at the first step, after the model loads
-        try:
-            METHODS.get(tw.method).settings(tw)
-        except AttributeError as exc:
-            yield _line("token_weighting.method", tw.method, f"a method whose settings are all token_weighting keys ({exc})")
-    coefs = [tw.tor_perception, tw.tor_reasoning, tw.tor_both, tw.tor_other]
-    if tw.method == "tor" and all(_num(c) for c in coefs) and max(coefs) <= 0:
-        yield _line("token_weighting.tor_*", coefs, "at least one coefficient > 0")

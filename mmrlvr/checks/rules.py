@@ -1,10 +1,15 @@
 """The pieces every config check is written with: a `Rule` (key, test, what is allowed), the
-value tests rules use, and the one-line message format (a huge value is cut, never printed whole)."""
+value tests rules use, and the one-line message format (a huge value is cut, never printed whole).
+
+Also the table the method folders fill with their own settings' checks (`METHOD_CHECKS`): the
+validation runs them without knowing a method by name."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
+
+from mmrlvr.registry import Registry
 
 
 MAX_SERVER_TIMEOUT_S = 86_400  # a day: longer is a typo (1e10 overflows the socket and store timeouts)
@@ -52,3 +57,29 @@ def _line(key: str, value: Any, allowed: str) -> str:
     from mmrlvr.config.limits import short
 
     return f"{key}={short(value)}: {allowed}"  # a huge value is cut, never printed whole
+
+
+def rule_lines(rules: Iterable[Rule], cfg: Any) -> Iterator[str]:
+    """One line per rule whose value (set, not None) is not allowed."""
+    for rule in rules:
+        value = _get(cfg, rule.key)
+        if value is not None and not rule.ok(value):
+            yield _line(rule.key, value, f"expected {rule.allowed}")
+
+
+class SettingsCheck(NamedTuple):
+    """A method's checks of its own settings: value rules (full dotted keys) and what one value alone
+    cannot say (`check(cfg) -> lines`). Run for every registered method, on or off: a typo is named
+    before someone turns the method on."""
+
+    rules: tuple[Rule, ...] = ()
+    check: Callable[[Any], Iterable[str]] | None = None
+
+    def lines(self, cfg: Any) -> Iterator[str]:
+        yield from rule_lines(self.rules, cfg)
+        if self.check is not None:
+            yield from self.check(cfg)
+
+
+METHOD_CHECKS: Registry[SettingsCheck] = Registry("method check", plugins="mmrlvr.methods")
+"""name -> the method's `SettingsCheck`; each method folder registers its own (mmrlvr.methods.hooks.register)."""

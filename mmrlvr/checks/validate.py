@@ -16,13 +16,11 @@ from typing import Callable, Iterable, Sequence
 from mmrlvr.config.schema import LR_SCHEDULES as SCHEDULES, Config, ConfigError
 from mmrlvr.data.bad_rows import conflicting_settings
 from mmrlvr.models.model_dir import hub_problem, model_path_problem
-from mmrlvr.checks.algo_checks import _check_algo, _check_policy_loss, _check_token_weighting, policy_loss_names
-from mmrlvr.checks.arrol_checks import check_arrol
+from mmrlvr.checks.algo_checks import _check_algo, _check_policy_loss, policy_loss_names
 from mmrlvr.checks.packing_checks import check_padding_free
 from mmrlvr.checks.bounds import check_bounds, check_device, check_launch_device
-from mmrlvr.config.efficiency import dbb_switch
 from mmrlvr.checks.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
-from mmrlvr.checks.rules import MAX_SERVER_TIMEOUT_S, Rule, _get, _line, _num, above, at_least, either, finite, one_of  # noqa: F401 - re-exported
+from mmrlvr.checks.rules import MAX_SERVER_TIMEOUT_S, METHOD_CHECKS, Rule, _get, _line, _num, above, at_least, either, finite, one_of, rule_lines  # noqa: F401 - re-exported
 from mmrlvr.checks.rollout_checks import _check_engine, _check_episode, _check_server
 from mmrlvr.rollout.factory import ENGINE_BUILDERS, ENGINES
 
@@ -50,12 +48,6 @@ RULES: list[Rule] = [
     Rule("model.video_max_pixels", at_least(1), "a number of pixels >= 1 (or null)"),
     Rule("model.video_max_frames", at_least(2), "an integer >= 2 (frames go in temporal pairs)"),
     Rule("model.video_total_pixels", at_least(1), "a number of pixels >= 1 (or null)"),
-    Rule("temporal_contrast.method", one_of("tgrpo", "tgpo"), "tgrpo or tgpo"),
-    Rule("temporal_contrast.alpha", at_least(0), "a finite number >= 0"),
-    Rule("temporal_contrast.mu", at_least(0), "a finite number >= 0"),
-    Rule("temporal_contrast.shuffled_samples", at_least(1), "an integer >= 1 (or null: group_size // 2)"),
-    Rule("temporal_contrast.correct_threshold", lambda v: _num(v) and 0 <= v < 1,
-         "a number in [0, 1) (an answer score above it counts as correct)"),
     Rule("task.train_size", at_least(1), "an integer >= 1"),
     Rule("task.eval_size", at_least(1), "an integer >= 1"),
     Rule("task.max_bad_frac", lambda v: v is None or (_num(v) and 0 <= v <= 1), "a fraction in [0, 1]"),
@@ -116,34 +108,6 @@ RULES: list[Rule] = [
     Rule("algo.mini_batches", at_least(1), "an integer >= 1"),
     Rule("algo.grad_accum", at_least(1), "an integer >= 1"),
     Rule("algo.rollout_correction_cap", above(0), "a finite number > 0"),
-    *[Rule(f"token_weighting.{k}", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]")
-      for k in ("top_frac", "perception_frac", "reasoning_frac", "vppo_top_frac")],
-    Rule("token_weighting.corrupt_prob", lambda v: _num(v) and 0 <= v <= 1, "a probability in [0, 1]"),
-    Rule("token_weighting.vppo_beta_min", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]"),
-    Rule("token_weighting.pepo_variant", one_of("released", "minmax"), "released or minmax"),
-    Rule("token_weighting.pepo_gate", at_least(0), "a finite number >= 0"),
-    Rule("token_weighting.pepo_temperature", above(0), "a finite number > 0"),
-    *[Rule(f"token_weighting.tor_{k}", at_least(0), "a finite number >= 0")
-      for k in ("perception", "reasoning", "both", "other")],
-    Rule("token_weighting.similarity_layers", lambda v: bool(v) and all(isinstance(i, int) for i in v),
-         "a non-empty list of layer indices (negative counts from the end)"),
-    Rule("token_weighting.roles_per_step", at_least(0), "an integer >= 0"),
-    Rule("token_weighting.kawhi_split", one_of("paragraph", "line", "sentence"), "paragraph, line or sentence"),
-    Rule("token_weighting.kawhi_layers", lambda v: bool(v) and all(type(i) is int for i in v),
-         "a non-empty list of layer indices (negative counts from the end)"),
-    Rule("token_weighting.kawhi_heads", lambda v: type(v) is int and v >= 1, "an integer >= 1"),
-    Rule("token_weighting.kawhi_region_frac", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
-    *[Rule(f"token_weighting.kawhi_{k}", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]")
-      for k in ("align_weight", "strength")],
-    *[Rule(f"sample_efficiency.{k}", lambda v: _num(v) and 0 <= v <= 1, "a number in [0, 1]")
-      for k in ("replay.fraction", "replay.min_pass_rate", "replay.max_pass_rate", "demos.p0")],
-    Rule("sample_efficiency.replay.cooldown", at_least(0), "an integer >= 0 (steps)"),
-    Rule("sample_efficiency.replay.max_reuse", at_least(1), "an integer >= 1"),
-    Rule("sample_efficiency.dbb.lam", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
-    Rule("sample_efficiency.dbb.eps", at_least(0), "a finite number >= 0"),
-    Rule("sample_efficiency.dbb.scale", one_of("std", "none"), "std or none"),
-    Rule("sample_efficiency.demos.anneal_steps", at_least(1), "an integer >= 1 (or null: train.steps)"),
-    Rule("sample_efficiency.demos.k", at_least(1), "an integer >= 1"),
 ]
 
 
@@ -155,10 +119,14 @@ def __getattr__(name: str):
 
 
 def _check_rules(cfg: Config) -> Iterable[str]:
-    for rule in RULES:
-        value = _get(cfg, rule.key)
-        if value is not None and not rule.ok(value):
-            yield _line(rule.key, value, f"expected {rule.allowed}")
+    yield from rule_lines(RULES, cfg)
+
+
+def _check_methods(cfg: Config) -> Iterable[str]:
+    """Every registered method's checks of its own settings (its folder's `rules` and `check`), in
+    the order the methods are registered, whether the method is on or not."""
+    for name in METHOD_CHECKS.in_order():
+        yield from METHOD_CHECKS.get(name).lines(cfg)
 
 
 def _check_rewards(cfg: Config) -> Iterable[str]:
@@ -273,35 +241,6 @@ def _preset_value(cfg: Config, key: str):
     return value
 
 
-def _check_sample_efficiency(cfg: Config) -> Iterable[str]:
-    """What one value alone cannot say: the pass-rate window, a batch that holds no replay,
-    rewards DBB cannot read as pass rates, and DBB with settings it cannot work with. DBB is on by
-    either switch (`uses_dbb`); each line names the one the config used."""
-    dbb = dbb_switch(cfg)
-    if dbb:
-        # the overlong penalty would push rewards out of [0, 1]; dynamic sampling would drop the
-        # all-equal groups DBB exists to learn from
-        if _preset_value(cfg, "overlong_buffer"):
-            yield _line("algo.overlong_buffer", _preset_value(cfg, "overlong_buffer"),
-                        f"expected 0 with {dbb} (a length penalty leaves rewards outside [0, 1])")
-        if _preset_value(cfg, "dynamic_sampling"):
-            yield _line("algo.dynamic_sampling", True,
-                        f"expected false with {dbb} (it drops the all-equal groups DBB learns from)")
-    rp, p = cfg.sample_efficiency.replay, cfg.rollout.prompts_per_step
-    if rp.enabled and all(_num(v) for v in (rp.min_pass_rate, rp.max_pass_rate)) and rp.min_pass_rate > rp.max_pass_rate:
-        yield _line("sample_efficiency.replay.min_pass_rate", rp.min_pass_rate,
-                    f"expected <= sample_efficiency.replay.max_pass_rate ({rp.max_pass_rate})")
-    if rp.enabled and _num(rp.fraction) and _num(p) and min(math.floor(p * min(rp.fraction, 0.5)), p // 2) < 1:
-        yield _line("sample_efficiency.replay.fraction", rp.fraction,
-                    f"expected a share that leaves at least one replay in a batch of rollout.prompts_per_step={p} "
-                    "(min(floor(P * fraction), P // 2) >= 1)")
-    if dbb:
-        for i, term in enumerate(cfg.rewards):
-            if _num(term.weight) and term.weight < 0:
-                yield _line(f"rewards[{i}].weight", term.weight,
-                            f"expected >= 0 with {dbb} (rewards / maximum must lie in [0, 1])")
-
-
 def _check_limits(cfg: Config) -> Iterable[str]:
     """Bounds that must agree with each other, and data fractions a NaN would switch off."""
     m = cfg.model
@@ -323,11 +262,10 @@ def _check_limits(cfg: Config) -> Iterable[str]:
 
 
 CHECKS: list[Callable[[Config], Iterable[str]]] = [
-    _check_rules, _check_policy_loss, _check_algo, _check_token_weighting, _check_rewards, _check_eval_and_trackers, _check_task,
-    _check_task_args, _check_staged_data, _check_paths, _check_limits, _check_sample_efficiency, _check_engine,
-    check_bounds, _check_server, _check_episode,
+    _check_rules, _check_policy_loss, _check_algo, _check_rewards, _check_eval_and_trackers, _check_task,
+    _check_task_args, _check_staged_data, _check_paths, _check_limits, _check_engine,
+    check_bounds, _check_server, _check_episode, check_padding_free, _check_methods,
 ]
-CHECKS += [check_arrol, check_padding_free]  # sample_efficiency.arrol, train.padding_free: their own files
 
 
 # what this machine must have for the run to start here (`mmrlvr plan` and the docs' checks judge

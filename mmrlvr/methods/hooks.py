@@ -5,8 +5,12 @@ hooks at fixed points of a run, in a fixed order (the order the methods are regi
 `mmrlvr.methods` fixes by importing its folders in turn). A method fills only the hooks it needs;
 an empty hook costs nothing. The closed set, in the order a run meets them:
 
-- `on(cfg) -> bool`: whether the (resolved) config turns the method on; every other hook runs
-  only then.
+- `on(cfg) -> bool`: whether the (resolved) config turns the method on; every other hook but
+  `check` runs only then.
+- `check(cfg) -> lines` and `rules` (value `Rule`s on full dotted keys): the method's own settings
+  checked with the whole config before anything heavy runs, on or off (a typo is named before
+  someone turns it on). `register` puts them in the validation's table
+  (`mmrlvr.checks.rules.METHOD_CHECKS`), which runs them without naming the method.
 - `launch(cfg, accelerator) -> cfg`: adjust or refuse the config for this launch (sharded or not),
   before the model loads.
 - `source(cfg, train_set, source) -> source`: replace or wrap the RL prompt source.
@@ -32,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable
 
+from mmrlvr.checks.rules import METHOD_CHECKS, SettingsCheck
 from mmrlvr.registry import Registry
 
 
@@ -43,6 +48,8 @@ class Method:
     doc: str  # the docs page that explains it (relative to docs/)
     on: Callable[[Any], bool]
     experimental: bool = False  # settings and numbers may still change (docs/explanation/methods.md)
+    rules: tuple = ()  # the `Rule`s of its settings' values (mmrlvr.checks.rules.Rule)
+    check: Callable | None = None
     launch: Callable | None = None
     source: Callable | None = None
     weights: Callable | None = None
@@ -57,15 +64,19 @@ class Method:
 
 
 HOOKS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Method)
-                               if f.name not in ("name", "doc", "on", "experimental"))
+                               if f.name not in ("name", "doc", "on", "experimental", "rules"))
 """The closed set of hook points, in the order a run meets them."""
 
 METHODS: Registry[Method] = Registry("method")
 
 
 def register(method: Method) -> Method:
-    """Add a method's record (a duplicate name is refused by the registry)."""
-    return METHODS.register(method.name)(method)
+    """Add a method's record (a duplicate name is refused by the registry), and its settings' checks
+    to the validation's table."""
+    METHODS.register(method.name)(method)
+    if method.rules or method.check is not None:
+        METHOD_CHECKS.register(method.name)(SettingsCheck(tuple(method.rules), method.check))
+    return method
 
 
 def episode_is(name: str) -> Callable[[Any], bool]:

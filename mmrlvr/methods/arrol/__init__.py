@@ -5,13 +5,14 @@ prefix, a small quality head scores every row from its prefix hidden state, and 
 Fills `state` (the `ArrolPruner`, restored from the checkpoint's `arrol` entry), `generate` and
 `learn` (round.py: a round by segmented generation, then the head's update), and `eval_rank`
 (eval.py: head_best@k / head_vote@k for `mmrlvr eval --samples k` when
-`sample_efficiency.arrol.eval_weighting: head`). Maths: `mmrlvr.algos.arrol`. Docs:
+`sample_efficiency.arrol.eval_weighting: head`). Maths: `mmrlvr.methods.arrol.pruning`. Docs:
 explanation/arrol.md.
 """
 
 from __future__ import annotations
 
 from mmrlvr.methods.arrol.round import ArrolPruner, make_pruner
+from mmrlvr.methods.arrol import checks
 from mmrlvr.methods.hooks import Method, register
 
 
@@ -40,6 +41,7 @@ def eval_rank(cfg, checkpoint: str, samples: int):
     return rank
 
 
-METHOD = register(Method("arrol", "explanation/arrol.md", on=lambda cfg: bool(cfg.sample_efficiency.arrol.enabled),
+METHOD = register(Method("arrol", "explanation/arrol.md", check=checks.check_arrol,
+                         on=lambda cfg: bool(cfg.sample_efficiency.arrol.enabled),
                          state=make_pruner, generate=generate, learn=learn, eval_rank=eval_rank,
                          experimental=True))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from mmrlvr.algos.arrol import auroc
+from mmrlvr.methods.arrol.pruning import auroc
 
 
 def _to_json(value):

@@ -14,7 +14,7 @@ import dataclasses
 
 import torch
 
-from mmrlvr.algos.arrol import all_equal_share, auroc, rows_per_prompt, select_rows, within_group_auroc
+from mmrlvr.methods.arrol.pruning import all_equal_share, auroc, rows_per_prompt, select_rows, within_group_auroc
 from mmrlvr.methods.arrol.head import QualityHead
 
 

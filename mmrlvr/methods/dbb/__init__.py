@@ -9,6 +9,7 @@ explanation/sample-efficiency.md.
 
 from __future__ import annotations
 
+from mmrlvr.methods.dbb import checks
 from mmrlvr.methods.hooks import Method, register
 from mmrlvr.train.distributed import gather_lists
 
@@ -37,5 +38,6 @@ def _on(cfg) -> bool:
     return uses_dbb(cfg)
 
 
-METHOD = register(Method("dbb", "explanation/sample-efficiency.md", on=_on, estimator=dbb_options, sync=share_posteriors,
+METHOD = register(Method("dbb", "explanation/sample-efficiency.md", rules=checks.RULES, check=checks.check,
+                         on=_on, estimator=dbb_options, sync=share_posteriors,
                          experimental=True))

@@ -9,6 +9,7 @@ explanation/sample-efficiency.md.
 from __future__ import annotations
 
 from mmrlvr.methods.demos.source import DemoSource, DemoStrategy
+from mmrlvr.methods.demos import checks
 from mmrlvr.methods.hooks import Method, register
 
 
@@ -19,4 +20,5 @@ def demos_source(cfg, train_set, base):
 
 
 METHOD = register(Method("demos", "explanation/sample-efficiency.md",
+                         rules=checks.RULES,
                          on=lambda cfg: bool(cfg.sample_efficiency.demos.enabled), source=demos_source))

@@ -9,7 +9,9 @@ weighting method carries it into the update.
 
 from __future__ import annotations
 
+from mmrlvr.methods.kawhi import checks
 from mmrlvr.methods.hooks import Method, register
 
-METHOD = register(Method("kawhi", "explanation/kawhi.md", on=lambda cfg: cfg.token_weighting.method == "kawhi",
+METHOD = register(Method("kawhi", "explanation/kawhi.md", rules=checks.RULES,
+                         on=lambda cfg: cfg.token_weighting.method == "kawhi",
                          experimental=True))

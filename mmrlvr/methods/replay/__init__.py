@@ -7,6 +7,7 @@ checkpoint resumes it. Docs: explanation/sample-efficiency.md.
 
 from __future__ import annotations
 
+from mmrlvr.methods.replay import checks
 from mmrlvr.methods.hooks import Method, register
 from mmrlvr.methods.replay.prompts import PromptReplay
 
@@ -21,4 +22,5 @@ def replay_source(cfg, train_set, base):
 
 
 METHOD = register(Method("replay", "explanation/sample-efficiency.md",
+                         rules=checks.RULES, check=checks.check,
                          on=lambda cfg: bool(cfg.sample_efficiency.replay.enabled), source=replay_source))

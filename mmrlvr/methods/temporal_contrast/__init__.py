@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from mmrlvr.methods.temporal_contrast import checks
 from mmrlvr.methods.hooks import Method, register
 from mmrlvr.methods.round import CollectContext, Round
 from mmrlvr.methods.temporal_contrast.bonus import temporal_contrast
@@ -28,4 +29,5 @@ def temporal_contrast_bonus(rnd: Round, ctx: CollectContext) -> Round:
 
 
 METHOD = register(Method("temporal_contrast", "explanation/temporal-contrast.md",
+                         rules=checks.RULES,
                          on=lambda cfg: bool(cfg.temporal_contrast.enabled), collect=temporal_contrast_bonus))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from mmrlvr.config import ConfigError
+from mmrlvr.methods.token_weighting import checks
 from mmrlvr.methods.hooks import Method, register
 from mmrlvr.methods.token_weighting.signals import black_fill
 from mmrlvr.methods.token_weighting.weigher import TokenWeigher, write_token_roles
@@ -47,5 +48,6 @@ def record(run_dir, step: int, batch, advantages, weighting, tokenizer, cfg) -> 
 
 
 METHOD = register(Method("token_weighting", "explanation/token-weighting.md",
+                         rules=checks.RULES, check=checks.check,
                          on=lambda cfg: cfg.token_weighting.method != "none" or bool(cfg.token_weighting.diagnostics),
                          launch=for_launch, weights=make_weigher, record=record))

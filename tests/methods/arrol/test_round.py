@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from mmrlvr.algos.arrol import balanced_survivors
+from mmrlvr.methods.arrol.pruning import balanced_survivors
 from mmrlvr.config import RolloutConfig
 from mmrlvr.config.efficiency import ArrolConfig
 from mmrlvr.rollout.hf import HFRolloutEngine

@@ -1,4 +1,4 @@
-"""Checks of `sample_efficiency.arrol` (online rollout pruning), one line each, before anything heavy runs.
+"""arrol's checks of `sample_efficiency.arrol` (online rollout pruning), one line each, before anything heavy runs.
 
 Its values are checked even while it is off (a typo is named before someone turns it on); what it
 needs of the rest of the config (the HF engine's segmented generation, one completion per episode,
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from mmrlvr.checks.rules import Rule, _line, _num, above, at_least, one_of
+from mmrlvr.methods.arrol.pruning import rows_per_prompt
 
 EVAL_WEIGHTINGS = ("none", "head")
 
@@ -60,8 +61,6 @@ def check_arrol(cfg) -> Iterable[str]:
         yield _line("sample_efficiency.arrol.prefix_tokens", a.prefix_tokens,
                     f"expected < rollout.max_new_tokens ({r.max_new_tokens}): a pruned row must save something")
     if _num(a.over_generation) and a.over_generation >= 1 and _num(r.group_size) and _num(r.generate_max_rows):
-        from mmrlvr.algos.arrol import rows_per_prompt
-
         m = rows_per_prompt(int(r.group_size), a.over_generation)
         if 1 <= r.generate_max_rows < m:
             yield _line("rollout.generate_max_rows", r.generate_max_rows,

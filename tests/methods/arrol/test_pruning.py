@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from mmrlvr.algos.arrol import all_equal_share, auroc, balanced_survivors, rows_per_prompt, select_rows, within_group_auroc
+from mmrlvr.methods.arrol.pruning import all_equal_share, auroc, balanced_survivors, rows_per_prompt, select_rows, within_group_auroc
 
 
 @pytest.mark.parametrize("g,factor,m", [(4, 2.0, 8), (50, 1.1, 55), (3, 1.5, 5), (4, 1.0, 4), (6, 1.25, 8)])

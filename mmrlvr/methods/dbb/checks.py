@@ -1,0 +1,36 @@
+"""DBB's checks of `sample_efficiency.dbb.*` and of what it needs of the rest of the config, one line
+each, before anything heavy runs. DBB is on by either switch (`uses_dbb`); each line names the one
+the config used."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from mmrlvr.checks.rules import Rule, _line, _num, at_least, one_of
+from mmrlvr.checks.validate import _preset_value
+from mmrlvr.config.efficiency import dbb_switch
+
+RULES: tuple[Rule, ...] = (
+    Rule("sample_efficiency.dbb.lam", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
+    Rule("sample_efficiency.dbb.eps", at_least(0), "a finite number >= 0"),
+    Rule("sample_efficiency.dbb.scale", one_of("std", "none"), "std or none"),
+)
+
+
+def check(cfg) -> Iterable[str]:
+    """Rewards DBB cannot read as pass rates, and settings it cannot work with."""
+    dbb = dbb_switch(cfg)
+    if not dbb:
+        return
+    # the overlong penalty would push rewards out of [0, 1]; dynamic sampling would drop the
+    # all-equal groups DBB exists to learn from
+    if _preset_value(cfg, "overlong_buffer"):
+        yield _line("algo.overlong_buffer", _preset_value(cfg, "overlong_buffer"),
+                    f"expected 0 with {dbb} (a length penalty leaves rewards outside [0, 1])")
+    if _preset_value(cfg, "dynamic_sampling"):
+        yield _line("algo.dynamic_sampling", True,
+                    f"expected false with {dbb} (it drops the all-equal groups DBB learns from)")
+    for i, term in enumerate(cfg.rewards):
+        if _num(term.weight) and term.weight < 0:
+            yield _line(f"rewards[{i}].weight", term.weight,
+                        f"expected >= 0 with {dbb} (rewards / maximum must lie in [0, 1])")
