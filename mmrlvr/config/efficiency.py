@@ -123,3 +123,13 @@ def dbb_switch(cfg) -> str | None:
     if not uses_dbb(cfg):
         return None
     return "sample_efficiency.dbb" if cfg.sample_efficiency.dbb.enabled else "algo.advantage=dbb"
+
+
+def dbb_named(saved: dict) -> dict:
+    """A config saved before algo.advantage could name dbb: with `sample_efficiency.dbb.enabled: true`
+    it trained with dbb whatever its algo.advantage said, which the resolved config now writes out."""
+    algo, se = saved.get("algo"), saved.get("sample_efficiency")
+    dbb = se.get("dbb") if isinstance(se, dict) else None
+    if isinstance(algo, dict) and isinstance(dbb, dict) and dbb.get("enabled") is True:
+        return {**saved, "algo": {**algo, "advantage": "dbb"}}
+    return saved

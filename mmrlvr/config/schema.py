@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from mmrlvr.config.efficiency import SampleEfficiencyConfig
+from mmrlvr.config.efficiency import SampleEfficiencyConfig, dbb_named
 from mmrlvr.config.rollout import RolloutConfig
 from mmrlvr.config.methods import TemporalContrastConfig, TokenWeightingConfig  # noqa: F401 - re-exported
 from mmrlvr.config.limits import MAX_CONFIG_VALUES, check_expanded_size, short  # noqa: F401 - re-exported
@@ -324,6 +324,13 @@ def portable_model_path(raw: dict) -> dict:
         if local.is_dir():
             return {**raw, "model": {**model, "path": str(local.resolve())}}
     return raw
+
+
+def read_as_saved_today(raw: dict) -> dict:
+    """A run directory's config.yaml, written by an older version, as this version writes it: its
+    relative model path made absolute, a DBB run's estimator named (`dbb_named`). A resume compares
+    it with the new config key by key, so an old run is not refused for what only the format changed."""
+    return dbb_named(portable_model_path(raw))
 
 
 def save_config(cfg: Config, path: str | Path) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from mmrlvr.config import portable_model_path, Config, ConfigError, short, to_dict
+from mmrlvr.config.schema import read_as_saved_today
 from mmrlvr.data.staged import staged_change
 from mmrlvr.train.run_dir_paths import run_dir_problem, start_over
 
@@ -187,16 +188,6 @@ def _said(value: Any) -> str:
     return text if len(text) <= 300 else short(value, 300)
 
 
-def dbb_named(saved: dict) -> dict:
-    """A config saved before algo.advantage could name dbb: with `sample_efficiency.dbb.enabled: true`
-    it trained with dbb whatever its algo.advantage said, which the resolved config now writes out."""
-    algo, se = saved.get("algo"), saved.get("sample_efficiency")
-    dbb = se.get("dbb") if isinstance(se, dict) else None
-    if isinstance(algo, dict) and isinstance(dbb, dict) and dbb.get("enabled") is True:
-        return {**saved, "algo": {**algo, "advantage": "dbb"}}
-    return saved
-
-
 def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]:
     """Compare `<run_dir>/config.yaml` (the run being resumed) with `cfg` (resolved).
 
@@ -213,7 +204,7 @@ def check_resume(run_dir: str | Path, cfg: Config) -> list[tuple[str, Any, Any]]
     except (OSError, yaml.YAMLError) as exc:
         raise RunDirError(f"{saved_path}: cannot read the saved config of the run to resume ({short(str(exc))})") from None
     new = portable_model_path(yaml.safe_load(yaml.safe_dump(to_dict(cfg), sort_keys=False)))  # as it is saved
-    saved = dbb_named(portable_model_path(saved))  # a run directory written before paths were made absolute
+    saved = read_as_saved_today(saved)  # a run directory written by an older version
     # rows and rewards mmrlvr.run staged are named by content: other ones are another folder
     said = [(k, a, b, staged_change(a, b)) for k, a, b in config_differences(saved, new)]
     said = [(k, a, b, text) for k, a, b, text in said if text != ""]  # "": same content, moved run dir
