@@ -69,11 +69,13 @@ def rule_lines(rules: Iterable[Rule], cfg: Any) -> Iterator[str]:
 
 class SettingsCheck(NamedTuple):
     """A method's checks of its own settings: value rules (full dotted keys) and what one value alone
-    cannot say (`check(cfg) -> lines`). Run for every registered method, on or off: a typo is named
-    before someone turns the method on."""
+    cannot say (`check(cfg) -> lines`), run for every registered method, on or off: a typo is named
+    before someone turns the method on. `warn(cfg)`: one warning line (or None) for a setting that is
+    valid but pointless (`mmrlvr.checks.notes`)."""
 
     rules: tuple[Rule, ...] = ()
     check: Callable[[Any], Iterable[str]] | None = None
+    warn: Callable[[Any], str | None] | None = None  # a valid setting that does not do what it looks like
 
     def lines(self, cfg: Any) -> Iterator[str]:
         yield from rule_lines(self.rules, cfg)

@@ -11,6 +11,8 @@ an empty hook costs nothing. The closed set, in the order a run meets them:
   checked with the whole config before anything heavy runs, on or off (a typo is named before
   someone turns it on). `register` puts them in the validation's table
   (`mmrlvr.checks.rules.METHOD_CHECKS`), which runs them without naming the method.
+- `warn(cfg) -> line | None`: a valid setting that does not do what it looks like (a warning
+  printed before the model loads, `mmrlvr.checks.notes`); in the same table.
 - `launch(cfg, accelerator) -> cfg`: adjust or refuse the config for this launch (sharded or not),
   before the model loads.
 - `source(cfg, train_set, source) -> source`: replace or wrap the RL prompt source.
@@ -50,6 +52,7 @@ class Method:
     experimental: bool = False  # settings and numbers may still change (docs/explanation/methods.md)
     rules: tuple = ()  # the `Rule`s of its settings' values (mmrlvr.checks.rules.Rule)
     check: Callable | None = None
+    warn: Callable | None = None
     launch: Callable | None = None
     source: Callable | None = None
     weights: Callable | None = None
@@ -74,8 +77,8 @@ def register(method: Method) -> Method:
     """Add a method's record (a duplicate name is refused by the registry), and its settings' checks
     to the validation's table."""
     METHODS.register(method.name)(method)
-    if method.rules or method.check is not None:
-        METHOD_CHECKS.register(method.name)(SettingsCheck(tuple(method.rules), method.check))
+    if method.rules or method.check is not None or method.warn is not None:
+        METHOD_CHECKS.register(method.name)(SettingsCheck(tuple(method.rules), method.check, method.warn))
     return method
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from mmrlvr.checks.rules import METHOD_CHECKS, Rule
+from mmrlvr.checks.notes import config_warnings
 from mmrlvr.checks.validate import config_errors
 from mmrlvr.config import load_config
 from mmrlvr.methods import METHODS, Method, register
@@ -57,7 +58,8 @@ def test_a_new_method_adds_its_checks_with_its_record_and_nothing_else(monkeypat
     assert config_errors(cfg) == []
     register(Method("odd_top_k", "explanation/methods.md", on=lambda c: False,
                     rules=(Rule("rollout.top_k", lambda v: v % 2 == 0, "an even number with odd_top_k"),),
-                    check=lambda c: iter([f"seen {c.rollout.top_k}"])))
+                    check=lambda c: iter([f"seen {c.rollout.top_k}"]), warn=lambda c: f"warned {c.rollout.top_k}"))
     assert config_errors(cfg) == ["rollout.top_k=7: expected an even number with odd_top_k", "seen 7"]
+    assert list(config_warnings(cfg)) == ["warned 7"]
     with pytest.raises(ValueError, match="method check 'odd_top_k' is already registered"):
         METHOD_CHECKS.register("odd_top_k")(None)

@@ -15,9 +15,7 @@ PKG = ROOT / "mmrlvr"
 
 # every file of the recipe, the learner's machinery and the rollout engines
 NAMELESS = [*sorted((PKG / "recipe").glob("*.py")),
-            *(PKG / "train" / f for f in ("learner.py", "logprobs.py", "micro_batches.py", "forward_rows.py",
-                                          "precision.py", "checkpoint.py", "checkpoint_files.py", "distributed.py",
-                                          "update_stats.py", "nonfinite.py", "rewards.py", "evaluate.py")),
+            *sorted((PKG / "train").glob("*.py")),  # the learner's machinery, every file of it
             *(PKG / "rollout" / f for f in ("base.py", "hf.py", "vllm.py", "server.py", "server_pool.py", "factory.py",
                                             "generation.py", "sampler.py", "lagged.py", "prefill.py", "vllm_inputs.py"))]
 # the methods' names and the other words that name one (its paper's name, its config section)
@@ -65,7 +63,7 @@ def test_active_follows_the_config_in_registration_order():
 
 
 def test_the_hook_points_are_a_closed_set_the_recipe_meets_in_order():
-    assert HOOKS == ("check", "launch", "source", "weights", "state", "generate", "learn", "collect", "estimator", "sync",
+    assert HOOKS == ("check", "warn", "launch", "source", "weights", "state", "generate", "learn", "collect", "estimator", "sync",
                      "record", "eval_rank")
     with pytest.raises(TypeError):
         Method("x", "index.md", on=bool, unknown_hook=print)  # a hook the recipe does not call is refused

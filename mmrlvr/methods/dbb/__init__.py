@@ -38,6 +38,6 @@ def _on(cfg) -> bool:
     return uses_dbb(cfg)
 
 
-METHOD = register(Method("dbb", "explanation/sample-efficiency.md", rules=checks.RULES, check=checks.check,
-                         on=_on, estimator=dbb_options, sync=share_posteriors,
+METHOD = register(Method("dbb", "explanation/sample-efficiency.md",
+                         rules=checks.RULES, check=checks.check, warn=checks.warn, on=_on, estimator=dbb_options, sync=share_posteriors,
                          experimental=True))

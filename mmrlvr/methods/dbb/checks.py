@@ -1,6 +1,6 @@
 """DBB's checks of `sample_efficiency.dbb.*` and of what it needs of the rest of the config, one line
 each, before anything heavy runs. DBB is on by either switch (`uses_dbb`); each line names the one
-the config used."""
+the config used; and its warning where another estimator named beside it does not train."""
 
 from __future__ import annotations
 
@@ -34,3 +34,14 @@ def check(cfg) -> Iterable[str]:
         if _num(term.weight) and term.weight < 0:
             yield _line(f"rewards[{i}].weight", term.weight,
                         f"expected >= 0 with {dbb} (rewards / maximum must lie in [0, 1])")
+
+
+def warn(cfg) -> str | None:
+    """`sample_efficiency.dbb.enabled: true` makes the estimator dbb (as documented), so an
+    algo.advantage the user named besides it is not the one that trains (a preset's is not named)."""
+    named = cfg.algo.advantage
+    if not cfg.sample_efficiency.dbb.enabled or named is None or named == "dbb":
+        return None
+    return (f"algo.advantage={named} with sample_efficiency.dbb.enabled=true: the advantages are DBB's (its "
+            f"per-prompt baseline replaces {named}, as documented); set algo.advantage=dbb (the same as the "
+            f"enabled switch) or sample_efficiency.dbb.enabled=false to train with {named}")

@@ -29,5 +29,5 @@ def temporal_contrast_bonus(rnd: Round, ctx: CollectContext) -> Round:
 
 
 METHOD = register(Method("temporal_contrast", "explanation/temporal-contrast.md",
-                         rules=checks.RULES,
+                         rules=checks.RULES, warn=checks.warn,
                          on=lambda cfg: bool(cfg.temporal_contrast.enabled), collect=temporal_contrast_bonus))

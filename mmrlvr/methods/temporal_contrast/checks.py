@@ -1,8 +1,12 @@
-"""Temporal contrast's checks of `temporal_contrast.*`, one line each, before anything heavy runs."""
+"""Temporal contrast's checks of `temporal_contrast.*`, one line each, before anything heavy runs, and
+its warning where a valid setting gives no bonus."""
 
 from __future__ import annotations
 
+from mmrlvr.checks.notes import BINARY_VERIFIERS, STD_NORMALISED, _scoring_verifiers
 from mmrlvr.checks.rules import Rule, _num, at_least, one_of
+from mmrlvr.checks.validate import _preset_value
+from mmrlvr.config.efficiency import uses_dbb
 
 RULES: tuple[Rule, ...] = (
     Rule("temporal_contrast.method", one_of("tgrpo", "tgpo"), "tgrpo or tgpo"),
@@ -12,3 +16,20 @@ RULES: tuple[Rule, ...] = (
     Rule("temporal_contrast.correct_threshold", lambda v: _num(v) and 0 <= v < 1,
          "a number in [0, 1) (an answer score above it counts as correct)"),
 )
+
+
+def warn(cfg) -> str | None:
+    """T-GRPO/TGPO's bonus is alpha * gate_b on each right answer of prompt b: with one right/wrong
+    reward the group's rewards become (1 + alpha gate_b / w) times what they were, and an estimator
+    that divides by the group's std removes that factor exactly: the bonus changes nothing."""
+    tc = cfg.temporal_contrast
+    advantage = _preset_value(cfg, "advantage")
+    if not tc.enabled or uses_dbb(cfg) or advantage not in STD_NORMALISED:
+        return None
+    names = _scoring_verifiers(cfg)
+    if not names or not all(n in BINARY_VERIFIERS for n in names):
+        return None
+    return (f"temporal_contrast.method={tc.method} with algo.advantage={advantage} and a right/wrong reward "
+            f"({', '.join(sorted(set(names)))}): the bonus scales each group's rewards by one factor, which "
+            f"{advantage}'s division by the group's std removes (up to its 1e-6 eps), so it changes no advantage; set "
+            "algo.advantage=dr_grpo (as configs/video_motion_contrast_tiny.yaml does) or turn temporal_contrast off")
