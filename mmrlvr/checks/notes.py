@@ -43,8 +43,8 @@ NOTES = (old_bad_row_names,)
 
 def config_warnings(cfg: Config) -> Iterable[str]:
     """Every warning line for `cfg` (empty when there is none): the ones above, then each method's own
-    (its folder's `warn`, through `METHOD_CHECKS`), in the order the methods are registered."""
-    from mmrlvr.checks.rules import METHOD_CHECKS
+    (its folder's `warn`, through `METHOD_SETTINGS`), in the order the methods are registered."""
+    from mmrlvr.checks.rules import METHOD_SETTINGS
 
-    warns = [METHOD_CHECKS.get(name).warn for name in METHOD_CHECKS.in_order()]
+    warns = [METHOD_SETTINGS.get(name).warn for name in METHOD_SETTINGS.in_order()]
     return [line for note in (*NOTES, *filter(None, warns)) if (line := note(cfg))]

@@ -12,7 +12,6 @@ import dataclasses
 from mmrlvr.algos.losses import KL_KINDS, LOSS_KL_KINDS, ROLLOUT_CORRECTIONS
 from mmrlvr.algos.presets import _BASE, PRESETS
 from mmrlvr.config import AlgoConfig
-from mmrlvr.config.efficiency import uses_dbb
 
 
 def resolve_algo(cfg: AlgoConfig, max_new_tokens: int, engine: str = "hf") -> AlgoConfig:
@@ -57,14 +56,15 @@ def _check_kl(kind: str, coef: float) -> None:
 
 def resolve_config(cfg):
     """The one config a run reads: the preset filled into `algo` (rollout correction defaulted by
-    the engine) and eval.max_new_tokens written out, so the saved file reruns this run. DBB's two
-    switches agree: `sample_efficiency.dbb.enabled` makes algo.advantage dbb (it replaces the
-    estimator, also one the user named), and `algo.advantage: dbb` sets enabled."""
+    the engine) and eval.max_new_tokens written out, so the saved file reruns this run; then each
+    method's `resolve` in registration order (DBB's two switches made to agree, for one), on or off:
+    a method's resolve reads the config to see whether it is on."""
+    from mmrlvr.checks.rules import METHOD_SETTINGS
+
     algo = resolve_algo(cfg.algo, cfg.rollout.max_new_tokens, cfg.rollout.engine)
-    se = cfg.sample_efficiency
-    if uses_dbb(cfg):
-        algo = dataclasses.replace(algo, advantage="dbb")
-        se = dataclasses.replace(se, dbb=dataclasses.replace(se.dbb, enabled=True))
     eval_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
-    return dataclasses.replace(cfg, algo=algo, sample_efficiency=se,
-                               eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))
+    cfg = dataclasses.replace(cfg, algo=algo, eval=dataclasses.replace(cfg.eval, max_new_tokens=eval_tokens))
+    for name in METHOD_SETTINGS.in_order():
+        resolve = METHOD_SETTINGS.get(name).resolve
+        cfg = cfg if resolve is None else resolve(cfg)
+    return cfg

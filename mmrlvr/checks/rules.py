@@ -1,7 +1,7 @@
 """The pieces every config check is written with: a `Rule` (key, test, what is allowed), the
 value tests rules use, and the one-line message format (a huge value is cut, never printed whole).
 
-Also the table the method folders fill with their own settings' checks (`METHOD_CHECKS`): the
+Also the table the method folders fill with their own settings' checks (`METHOD_SETTINGS`): the
 validation runs them without knowing a method by name."""
 
 from __future__ import annotations
@@ -67,15 +67,17 @@ def rule_lines(rules: Iterable[Rule], cfg: Any) -> Iterator[str]:
             yield _line(rule.key, value, f"expected {rule.allowed}")
 
 
-class SettingsCheck(NamedTuple):
+class MethodSettings(NamedTuple):
     """A method's checks of its own settings: value rules (full dotted keys) and what one value alone
     cannot say (`check(cfg) -> lines`), run for every registered method, on or off: a typo is named
     before someone turns the method on. `warn(cfg)`: one warning line (or None) for a setting that is
-    valid but pointless (`mmrlvr.checks.notes`)."""
+    valid but pointless (`mmrlvr.checks.notes`). `resolve(cfg) -> cfg`: what the method writes into the
+    one config a run reads (`mmrlvr.checks.resolve.resolve_config`)."""
 
     rules: tuple[Rule, ...] = ()
     check: Callable[[Any], Iterable[str]] | None = None
     warn: Callable[[Any], str | None] | None = None  # a valid setting that does not do what it looks like
+    resolve: Callable[[Any], Any] | None = None  # cfg -> cfg: the method's switches made to agree (resolve_config)
 
     def lines(self, cfg: Any) -> Iterator[str]:
         yield from rule_lines(self.rules, cfg)
@@ -83,5 +85,5 @@ class SettingsCheck(NamedTuple):
             yield from self.check(cfg)
 
 
-METHOD_CHECKS: Registry[SettingsCheck] = Registry("method check", plugins="mmrlvr.methods")
-"""name -> the method's `SettingsCheck`; each method folder registers its own (mmrlvr.methods.hooks.register)."""
+METHOD_SETTINGS: Registry[MethodSettings] = Registry("method settings", plugins="mmrlvr.methods")
+"""name -> the method's `MethodSettings`; each method folder registers its own (mmrlvr.methods.hooks.register)."""

@@ -20,7 +20,7 @@ from mmrlvr.checks.algo_checks import _check_algo, _check_policy_loss, policy_lo
 from mmrlvr.checks.packing_checks import check_padding_free
 from mmrlvr.checks.bounds import check_bounds, check_device, check_launch_device
 from mmrlvr.checks.task_checks import _check_task, _check_task_args, task_module  # noqa: F401 - re-exported
-from mmrlvr.checks.rules import MAX_SERVER_TIMEOUT_S, METHOD_CHECKS, Rule, _get, _line, _num, above, at_least, either, finite, one_of, rule_lines  # noqa: F401 - re-exported
+from mmrlvr.checks.rules import MAX_SERVER_TIMEOUT_S, METHOD_SETTINGS, Rule, _get, _line, _num, above, at_least, either, finite, one_of, rule_lines  # noqa: F401 - re-exported
 from mmrlvr.checks.rollout_checks import _check_engine, _check_episode, _check_server
 from mmrlvr.rollout.factory import ENGINE_BUILDERS, ENGINES
 
@@ -125,8 +125,8 @@ def _check_rules(cfg: Config) -> Iterable[str]:
 def _check_methods(cfg: Config) -> Iterable[str]:
     """Every registered method's checks of its own settings (its folder's `rules` and `check`), in
     the order the methods are registered, whether the method is on or not."""
-    for name in METHOD_CHECKS.in_order():
-        yield from METHOD_CHECKS.get(name).lines(cfg)
+    for name in METHOD_SETTINGS.in_order():
+        yield from METHOD_SETTINGS.get(name).lines(cfg)
 
 
 def _check_rewards(cfg: Config) -> Iterable[str]:

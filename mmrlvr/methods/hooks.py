@@ -10,9 +10,11 @@ an empty hook costs nothing. The closed set, in the order a run meets them:
 - `check(cfg) -> lines` and `rules` (value `Rule`s on full dotted keys): the method's own settings
   checked with the whole config before anything heavy runs, on or off (a typo is named before
   someone turns it on). `register` puts them in the validation's table
-  (`mmrlvr.checks.rules.METHOD_CHECKS`), which runs them without naming the method.
+  (`mmrlvr.checks.rules.METHOD_SETTINGS`), which runs them without naming the method.
 - `warn(cfg) -> line | None`: a valid setting that does not do what it looks like (a warning
   printed before the model loads, `mmrlvr.checks.notes`); in the same table.
+- `resolve(cfg) -> cfg`: what the method writes into the one config a run reads and saves (its
+  switches made to agree, `mmrlvr.checks.resolve.resolve_config`); in the same table.
 - `launch(cfg, accelerator) -> cfg`: adjust or refuse the config for this launch (sharded or not),
   before the model loads.
 - `source(cfg, train_set, source) -> source`: replace or wrap the RL prompt source.
@@ -38,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable
 
-from mmrlvr.checks.rules import METHOD_CHECKS, SettingsCheck
+from mmrlvr.checks.rules import METHOD_SETTINGS, MethodSettings
 from mmrlvr.registry import Registry
 
 
@@ -53,6 +55,7 @@ class Method:
     rules: tuple = ()  # the `Rule`s of its settings' values (mmrlvr.checks.rules.Rule)
     check: Callable | None = None
     warn: Callable | None = None
+    resolve: Callable | None = None
     launch: Callable | None = None
     source: Callable | None = None
     weights: Callable | None = None
@@ -77,8 +80,9 @@ def register(method: Method) -> Method:
     """Add a method's record (a duplicate name is refused by the registry), and its settings' checks
     to the validation's table."""
     METHODS.register(method.name)(method)
-    if method.rules or method.check is not None or method.warn is not None:
-        METHOD_CHECKS.register(method.name)(SettingsCheck(tuple(method.rules), method.check, method.warn))
+    parts = MethodSettings(tuple(method.rules), method.check, method.warn, method.resolve)
+    if parts != MethodSettings():
+        METHOD_SETTINGS.register(method.name)(parts)
     return method
 
 

@@ -1,17 +1,19 @@
 """The method folders' own settings checks reach the validation through its table
-(`mmrlvr.checks.rules.METHOD_CHECKS`): the validation names no method, and still runs them all,
+(`mmrlvr.checks.rules.METHOD_SETTINGS`): the validation names no method, and still runs them all,
 in a process that never imported `mmrlvr.methods` itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from mmrlvr.checks.rules import METHOD_CHECKS, Rule
+from mmrlvr.checks.rules import METHOD_SETTINGS, Rule
 from mmrlvr.checks.notes import config_warnings
+from mmrlvr.checks.resolve import resolve_config
 from mmrlvr.checks.validate import config_errors
 from mmrlvr.config import load_config
 from mmrlvr.methods import METHODS, Method, register
@@ -51,15 +53,17 @@ def test_a_fresh_process_that_never_imported_the_methods_still_runs_their_checks
 
 
 def test_a_new_method_adds_its_checks_with_its_record_and_nothing_else(monkeypatch, tmp_path):
-    """A throwaway method's rule is run by the validation the moment its record is registered."""
+    """A throwaway method's rule, check, warning and resolution are run the moment its record is registered."""
     monkeypatch.setattr(METHODS, "_items", dict(METHODS._items))
-    monkeypatch.setattr(METHOD_CHECKS, "_items", dict(METHOD_CHECKS._items))
+    monkeypatch.setattr(METHOD_SETTINGS, "_items", dict(METHOD_SETTINGS._items))
     cfg = load_config(None, ["rollout.top_k=7", f"output_dir={tmp_path}"])
     assert config_errors(cfg) == []
     register(Method("odd_top_k", "explanation/methods.md", on=lambda c: False,
                     rules=(Rule("rollout.top_k", lambda v: v % 2 == 0, "an even number with odd_top_k"),),
-                    check=lambda c: iter([f"seen {c.rollout.top_k}"]), warn=lambda c: f"warned {c.rollout.top_k}"))
+                    check=lambda c: iter([f"seen {c.rollout.top_k}"]), warn=lambda c: f"warned {c.rollout.top_k}",
+                    resolve=lambda c: dataclasses.replace(c, seed=c.seed + c.rollout.top_k)))
     assert config_errors(cfg) == ["rollout.top_k=7: expected an even number with odd_top_k", "seen 7"]
     assert list(config_warnings(cfg)) == ["warned 7"]
-    with pytest.raises(ValueError, match="method check 'odd_top_k' is already registered"):
-        METHOD_CHECKS.register("odd_top_k")(None)
+    assert resolve_config(cfg).seed == cfg.seed + 7 and resolve_config(cfg).algo.advantage == "grpo"
+    with pytest.raises(ValueError, match="method settings 'odd_top_k' is already registered"):
+        METHOD_SETTINGS.register("odd_top_k")(None)

@@ -116,10 +116,10 @@ def test_good_configs_pass(files, tmp_path):
 
 
 def test_every_rule_names_a_real_key():
-    from mmrlvr.checks.rules import METHOD_CHECKS
+    from mmrlvr.checks.rules import METHOD_SETTINGS
 
     cfg = load_config(None)
-    method_rules = [r for name in METHOD_CHECKS.in_order() for r in METHOD_CHECKS.get(name).rules]
+    method_rules = [r for name in METHOD_SETTINGS.in_order() for r in METHOD_SETTINGS.get(name).rules]
     assert len(method_rules) >= 30  # the method folders' rules are checked too (30 keys moved there)
     for rule in [*RULES, *method_rules]:
         node = cfg

@@ -63,7 +63,7 @@ def test_active_follows_the_config_in_registration_order():
 
 
 def test_the_hook_points_are_a_closed_set_the_recipe_meets_in_order():
-    assert HOOKS == ("check", "warn", "launch", "source", "weights", "state", "generate", "learn", "collect", "estimator", "sync",
+    assert HOOKS == ("check", "warn", "resolve", "launch", "source", "weights", "state", "generate", "learn", "collect", "estimator", "sync",
                      "record", "eval_rank")
     with pytest.raises(TypeError):
         Method("x", "index.md", on=bool, unknown_hook=print)  # a hook the recipe does not call is refused

@@ -39,5 +39,6 @@ def _on(cfg) -> bool:
 
 
 METHOD = register(Method("dbb", "explanation/sample-efficiency.md",
-                         rules=checks.RULES, check=checks.check, warn=checks.warn, on=_on, estimator=dbb_options, sync=share_posteriors,
+                         rules=checks.RULES, check=checks.check, warn=checks.warn, resolve=checks.resolve,
+                         on=_on, estimator=dbb_options, sync=share_posteriors,
                          experimental=True))

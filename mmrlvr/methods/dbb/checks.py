@@ -1,14 +1,16 @@
 """DBB's checks of `sample_efficiency.dbb.*` and of what it needs of the rest of the config, one line
 each, before anything heavy runs. DBB is on by either switch (`uses_dbb`); each line names the one
-the config used; and its warning where another estimator named beside it does not train."""
+the config used; its warning where another estimator named beside it does not train; and what it
+writes into the resolved config."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable
 
 from mmrlvr.checks.rules import Rule, _line, _num, at_least, one_of
 from mmrlvr.checks.validate import _preset_value
-from mmrlvr.config.efficiency import dbb_switch
+from mmrlvr.config.efficiency import dbb_switch, uses_dbb
 
 RULES: tuple[Rule, ...] = (
     Rule("sample_efficiency.dbb.lam", lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
@@ -45,3 +47,14 @@ def warn(cfg) -> str | None:
     return (f"algo.advantage={named} with sample_efficiency.dbb.enabled=true: the advantages are DBB's (its "
             f"per-prompt baseline replaces {named}, as documented); set algo.advantage=dbb (the same as the "
             f"enabled switch) or sample_efficiency.dbb.enabled=false to train with {named}")
+
+
+def resolve(cfg):
+    """The two switches agree in the config a run reads: `sample_efficiency.dbb.enabled` makes
+    algo.advantage dbb (it replaces the estimator, also one the user named), and `algo.advantage: dbb`
+    sets enabled."""
+    if not uses_dbb(cfg):
+        return cfg
+    se = cfg.sample_efficiency
+    return dataclasses.replace(cfg, algo=dataclasses.replace(cfg.algo, advantage="dbb"),
+                               sample_efficiency=dataclasses.replace(se, dbb=dataclasses.replace(se.dbb, enabled=True)))
