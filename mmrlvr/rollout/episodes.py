@@ -46,12 +46,8 @@ def episode_prompts(rollout_cfg, prompts: list[Sample]) -> list[Sample]:
 
 
 def episode_for(name: str) -> Episode:
-    _load_builtin()
+    """The registered episode `name` (the built-in ones come with `EPISODES`' first read)."""
     return EPISODES.get(name)
-
-
-def _load_builtin() -> None:
-    from mmrlvr.rollout import hill, prco, refine, tools  # noqa: F401 - registers `tools`, `refine`, `hill`, `prco`
 
 
 def call_turn(fn, state: EpisodeState, timeout_s: float) -> Turn:

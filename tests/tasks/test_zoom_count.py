@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 import torch
 from PIL import Image
 
+from mmrlvr.data.zoom import box_problem, parse_call, zoom, zoom_size
+from mmrlvr.methods.tools.episode import tools_turn
 from mmrlvr.rollout.episodes import EpisodeState, message_tokens, template_bridge
-from mmrlvr.rollout.tools import box_problem, parse_call, tools_turn, zoom, zoom_size
 from mmrlvr.tasks import zoom_count
 
 
@@ -61,16 +62,6 @@ def test_box_problem_and_zoom_size_by_hand():
     img.paste((255, 0, 0), (10, 10, 20, 20))
     crop = zoom(img, (10, 10, 20, 20), 400)
     assert crop.size == (20, 20) and crop.getpixel((10, 10)) == (255, 0, 0)
-
-
-def test_tools_turn_answers():
-    s = zoom_count.build("eval", 1, seed=0)[0]
-    st = EpisodeState(s, [f"<zoom>{s.meta['box']}</zoom>"], max_pixels=12544)
-    t = tools_turn(st)
-    assert len(t.images) == 1 and t.images[0].size == (112, 112) and not t.end
-    assert tools_turn(dataclasses.replace(st, turns=["<answer>2</answer>"])).reason == "answered"
-    bad = tools_turn(dataclasses.replace(st, turns=["<zoom>[0, 0, 999, 10]</zoom>"]))
-    assert "Invalid zoom" in bad.message["content"] and not bad.images
 
 
 def test_task_reference_is_the_dots_in_the_box():

@@ -10,7 +10,7 @@ HiLL's `collect` hook (called by `mmrlvr.recipe.step.collect`), as the authors' 
    length; each passing hint's prompt (question + blank line + hint) is answered G times by the
    policy (HT:604-686) and scored by the run's reward;
 4. reliance of each re-rollout under the current policy, without and with the hint (HT:721-789);
-   the hint's reward (`mmrlvr.algos.hints.hint_reward`); if no hint of the whole round passed
+   the hint's reward (`mmrlvr.methods.hill.maths.hint_reward`); if no hint of the whole round passed
    its gates every hint scores 0, not the penalty (HT:824-827 leave the rewards empty, HT:1114);
 5. which rows are trained: a hard group is replaced by its best hint's G re-rollouts, trained
    with the hint in their prompt and no correction towards the hint-free policy, iff that hint's
@@ -30,10 +30,10 @@ import time
 
 import torch
 
-from mmrlvr.algos.hints import (GATE_FAILURE_PENALTY, POSITIVE_THRESHOLD, best_hint, hint_reward, leaks_answer,
-                                mean_reliance, parse_hint, sequence_mean_logprob)
 from mmrlvr.data.collate import encode_prompts, repeat_prompts, select_rows
-from mmrlvr.rollout.hill import HillSettings, gold_answer, hinted_sample, hinter_sample, settings_of
+from mmrlvr.methods.hill.episode import HillSettings, gold_answer, hinted_sample, hinter_sample, settings_of
+from mmrlvr.methods.hill.maths import (GATE_FAILURE_PENALTY, POSITIVE_THRESHOLD, best_hint, hint_reward, leaks_answer,
+                                       mean_reliance, parse_hint, sequence_mean_logprob)
 from mmrlvr.train.distributed import rank_world
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.rewards import score_completions

@@ -2,7 +2,7 @@
 
 `solve_captions` runs after the round's captions were scored (PRCO's `collect` hook, called by
 `mmrlvr.recipe.step.collect`); what it computes and which parts are our reading:
-`mmrlvr.rollout.prco` and `mmrlvr.algos.prco`.
+`mmrlvr.methods.prco.episode` and `mmrlvr.methods.prco.maths`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 
 import torch
 
-from mmrlvr.algos.prco import leaked, utility_rewards
-from mmrlvr.rollout.prco import options, solver_sample
+from mmrlvr.methods.prco.episode import options, solver_sample
+from mmrlvr.methods.prco.maths import leaked, utility_rewards
 from mmrlvr.train.distributed import rank_seed, rank_world
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.types import Group

@@ -16,7 +16,7 @@ from mmrlvr.config import load_config
 from mmrlvr.data.collate import encode_prompts
 from mmrlvr.data.sources import SeededStream
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.rollout.hill import hinted_sample
+from mmrlvr.methods.hill.episode import hinted_sample
 from mmrlvr.tasks import load_task
 from mmrlvr.methods.hill import hints as hill
 from mmrlvr.train.learner import loss_mask

@@ -13,7 +13,7 @@ Their training code is not public. OUR READING, per RL step (`rollout.episode: p
 - `mmrlvr.methods.prco.solve.solve_captions` (a collect strategy) gives each caption to the Solver, K answers each
   (`episode_args.solver_answers`), scored by the run's verifiers: the Solver's reward;
 - the Observer's reward is its caption's utility, the mean reward of its K answers, gated by
-  `mmrlvr.algos.prco` (a caption that leaks the answer gets `leak_reward`, 0 by default);
+  `mmrlvr.methods.prco.maths` (a caption that leaks the answer gets `leak_reward`, 0 by default);
 - advantages: the G captions of a prompt are one group; the K answers of one caption are another
   (so an answer is compared with answers from the same evidence, and a poor caption is charged
   to the Observer, not the Solver); answers to a leaked caption are not trained (reward NaN);
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mmrlvr.algos.prco import LEAK_GATES
+from mmrlvr.methods.prco.maths import LEAK_GATES
 from mmrlvr.rollout.episode_registry import register_episode
 from mmrlvr.types import Sample
 

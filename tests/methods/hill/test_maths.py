@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from mmrlvr.algos.hints import (GATE_FAILURE_PENALTY, best_hint, hint_reward, leaks_answer, mean_reliance, parse_hint,
-                                prob_term, sequence_mean_logprob)
+from mmrlvr.methods.hill.maths import (GATE_FAILURE_PENALTY, best_hint, hint_reward, leaks_answer, mean_reliance,
+                                       parse_hint, prob_term, sequence_mean_logprob)
 
 
 def test_transfer_weighted_non_deg_by_hand():

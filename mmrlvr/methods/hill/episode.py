@@ -7,7 +7,7 @@ for every group with no correct answer the hinter writes `num_hints` hints from 
 of the group's failed answers drawn at random and the reference solution (`HINTER_TEMPLATE`,
 HU:135-165); each hint that passes the gates is appended to the question (`hinted_sample`,
 HU:204-214) and the reasoner answers that G times. The step itself (gates, reliance, rewards,
-which rows are trained) is `mmrlvr.methods.hill.hints`; the math `mmrlvr.algos.hints`.
+which rows are trained) is `mmrlvr.methods.hill.hints`; the math `mmrlvr.methods.hill.maths`.
 
 Ours: the hinter is the policy itself (HiLL trains a second model), shown the prompt's images as
 well; it samples with the rollout's settings (HiLL's hinter: temperature 0.7, top-k 20, top-p 0.8).
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from mmrlvr.algos.hints import REWARD_TYPES
 from mmrlvr.config.efficiency import uses_dbb
+from mmrlvr.methods.hill.maths import REWARD_TYPES
+from mmrlvr.methods.refine.episode import question_text
 from mmrlvr.rollout.episode_registry import EPISODES, Episode
-from mmrlvr.rollout.refine import question_text
 from mmrlvr.types import Sample
 
 HINTER_TEMPLATE = """You are a Pedagogical Hint Generator for a Mathematical Reasoner.

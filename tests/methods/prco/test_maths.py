@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from mmrlvr.algos.prco import leaked, string_leak, utility_rewards
+from mmrlvr.methods.prco.maths import leaked, string_leak, utility_rewards
 
 NAN = float("nan")
 

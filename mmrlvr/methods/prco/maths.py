@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import torch
 
-from mmrlvr.algos.hints import leaks_answer
+from mmrlvr.methods.hill.maths import leaks_answer
 
 LEAK_GATES = ("verifier+string", "verifier", "none")
 ACCEPTED = 0.5  # a verifier score above this is a correct answer (HiLL's POSITIVE_THRESHOLD)
 
 def string_leak(text: str, gold) -> bool:
-    """HiLL's string gate (`mmrlvr.algos.hints.leaks_answer`, their hinter_utils.py:80-132), the gold as text."""
+    """HiLL's string gate (`mmrlvr.methods.hill.maths.leaks_answer`, their hinter_utils.py:80-132), the gold as text."""
     return leaks_answer(text, str(gold))
 
 

@@ -7,10 +7,10 @@ import pytest
 from PIL import Image
 
 from mmrlvr.config import load_config
+from mmrlvr.methods.prco.episode import (OBSERVER_TEMPLATE, SOLVER_TEMPLATE, PrcoOptions, observer_sample, options,
+                                         render, solver_sample)
 from mmrlvr.rollout.episodes import episode_prompts, run_episodes
 from mmrlvr.rollout.hf import HFRolloutEngine
-from mmrlvr.rollout.prco import (OBSERVER_TEMPLATE, SOLVER_TEMPLATE, PrcoOptions, observer_sample, options, render,
-                                 solver_sample)
 from mmrlvr.tasks import load_task
 from mmrlvr.types import Sample
 from mmrlvr.checks.validate import config_errors

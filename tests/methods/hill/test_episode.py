@@ -6,7 +6,7 @@ import pytest
 
 from mmrlvr.config import load_config
 from mmrlvr.rollout.episodes import episode_for
-from mmrlvr.rollout.hill import HINTER_TEMPLATE, HillSettings, hinted_sample, hinter_sample, settings_of
+from mmrlvr.methods.hill.episode import HINTER_TEMPLATE, HillSettings, hinted_sample, hinter_sample, settings_of
 from mmrlvr.types import Sample
 from mmrlvr.checks.validate import config_errors
 
