@@ -34,7 +34,7 @@ class TemporalContrastConfig:
 @dataclass
 class TokenWeightingConfig:
     method: str = "none"
-    """none, entropy_topk, vppo, pepo, tor or kawhi (mmrlvr.algos.token_weights, mmrlvr.algos.kawhi):
+    """none, entropy_topk, vppo, pepo, tor or kawhi (mmrlvr.algos.token_weights, mmrlvr/methods/kawhi/):
     per-token advantage weights."""
     top_frac: float = 0.2
     """entropy_topk: share of the batch's tokens (highest entropy) that get gradient."""
