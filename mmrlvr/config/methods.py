@@ -19,7 +19,7 @@ class TemporalContrastConfig:
     correct answer of a binary verifier exactly."""
     method: str = "tgrpo"
     """tgrpo (bonus alpha when p > mu * p_shuffled, per prompt) or tgpo (alpha scaled by the accuracy gap,
-    normalised by the batch's largest gap); formulas in mmrlvr/algos/temporal.py."""
+    normalised by the batch's largest gap); formulas in mmrlvr/methods/temporal_contrast/maths.py."""
     alpha: float = 0.3
     """Bonus added to the reward of a correct ordered completion."""
     mu: float = 1.0
