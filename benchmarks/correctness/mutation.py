@@ -31,10 +31,11 @@ ADV, LOSS, SAMP, PRE = ("mmrlvr/algos/advantages.py", "mmrlvr/algos/losses.py", 
                         "mmrlvr/algos/presets.py")
 RES = "mmrlvr/checks/resolve.py"
 STEPPY, LEARN, LP = "mmrlvr/recipe/step.py", "mmrlvr/train/learner.py", "mmrlvr/train/logprobs.py"
-TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/algos/temporal.py", "mmrlvr/methods/token_weighting/signals.py",
-                        "mmrlvr/methods/token_weighting/weigher.py")
+TW, TEMP, SIG, ROLES = ("mmrlvr/algos/token_weights.py", "mmrlvr/methods/temporal_contrast/maths.py",
+                        "mmrlvr/methods/token_weighting/signals.py", "mmrlvr/methods/token_weighting/weigher.py")
 VER = ["tests/verifiers/test_edge_cases.py", "tests/verifiers/test_verifiers.py", "tests/verifiers/test_properties.py"]
 TWT = ["tests/methods/token_weighting/test_weigher.py"]
+TCT = ["tests/methods/temporal_contrast/test_temporal.py"]  # temporal contrast's maths
 SF = ["tests/train/test_shared_forward.py"]
 
 # (name, file, original text, mutated text, tests)
@@ -124,9 +125,9 @@ NEW_MUTANTS = [
      ["tests/methods/token_weighting/test_signals.py"]),
     ("pepo released reads the minmax similarity", ROLES, 'return {"similarity_layers": None, "similarity_at_token": True}',
      'return {"similarity_layers": tw.similarity_layers, "similarity_at_token": False}', TWT),
-    ("t-grpo pays at p = mu p~", TEMP, "gate = (p > mu * p_shuf).float()", "gate = (p >= mu * p_shuf).float()", ALGOS),
+    ("t-grpo pays at p = mu p~", TEMP, "gate = (p > mu * p_shuf).float()", "gate = (p >= mu * p_shuf).float()", TCT),
     ("t-grpo: a score equal to the threshold is correct", TEMP, "nan=-math.inf) > threshold", "nan=-math.inf) >= threshold",
-     ALGOS),
+     TCT),
     ("temporal contrast ignores correct_threshold", "mmrlvr/methods/temporal_contrast/bonus.py", "tc.alpha, tc.mu, tc.correct_threshold)",
      "tc.alpha, tc.mu)", ["tests/methods/temporal_contrast/test_bonus.py"]),
     ("lower clip bound from clip_high", LOSS, "clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)",

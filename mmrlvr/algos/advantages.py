@@ -9,8 +9,9 @@ large advantage.
 
 A stateful estimator (`stateful`) is called as fn(rewards, context) with an `EstimatorContext`:
 `dbb`, whose baseline is each prompt's Beta posterior of its pass rate (kept in the run's
-per-prompt statistics, `mmrlvr.algos.posteriors`), is one; it gives an all-equal group non-zero
-advantages on purpose.
+per-prompt statistics), is one; it gives an all-equal group non-zero advantages on purpose. It is
+registered from its method's folder (`mmrlvr/methods/dbb/estimator.py`): `ADVANTAGES` names
+`mmrlvr.methods` as its plug-in package, so a reader that never imported the methods still finds it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from typing import Any
 
 import torch
 
-from mmrlvr.algos.posteriors import dbb, dbb_advantages  # noqa: F401 - dbb re-exported (its old home)
 from mmrlvr.registry import Registry
 
-ADVANTAGES: Registry = Registry("advantage estimator")
+ADVANTAGES: Registry = Registry("advantage estimator", plugins="mmrlvr.methods")  # dbb registers from there
 
 
 def _valid(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -132,23 +132,6 @@ def stateful(fn):
     """Mark an estimator as reading an `EstimatorContext`: it is called as fn(rewards, context)."""
     fn.uses_context = True
     return fn
-
-
-@ADVANTAGES.register("dbb")
-@stateful
-def dbb_estimator(rewards: torch.Tensor, context: EstimatorContext | None) -> torch.Tensor:
-    """DBB: r minus each prompt's Beta posterior of its pass rate (`mmrlvr.algos.posteriors.dbb`),
-    not the group's mean. Reads and updates the posteriors in `context.prompt_stats` (call once per
-    batch) with `context.settings` (a `DbbOptions`); the posteriors learn the rewards without
-    `context.bonus`, the advantage includes it."""
-    if context is None or context.prompt_stats is None:
-        raise ValueError("advantage estimator 'dbb' needs the run's per-prompt statistics "
-                         "(EstimatorContext.prompt_stats): its baseline is each prompt's posterior from earlier steps")
-    if context.settings is None:
-        raise ValueError("advantage estimator 'dbb' needs its settings (EstimatorContext.settings: a "
-                         "mmrlvr.algos.posteriors.DbbOptions, built from sample_efficiency.dbb)")
-    bonus = context.bonus if context.bonus is not None else torch.zeros_like(rewards)
-    return dbb_advantages(rewards - bonus, context, context.settings, bonus=bonus)
 
 
 def estimate(name: str, rewards: torch.Tensor, context: EstimatorContext | None = None) -> torch.Tensor:

@@ -5,7 +5,10 @@ the per-token advantages before `policy_loss`. Padding always gets weight 0. Lab
 weighting them are separate functions, so each can be swapped; the weighting methods that use
 labels (`tor`) call the same labelling functions whose fractions the step logs.
 
-A method is registered by name with the signals it needs; `token_weighting.method` picks one.
+A method is registered by name with the signals it needs; `token_weighting.method` picks one. A
+method with a folder of its own registers from there (`kawhi`: `mmrlvr/methods/kawhi/`): `METHODS`
+names `mmrlvr.methods` as its plug-in package, so a reader that never imported the methods still
+finds it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from typing import Any, Callable
 
 import torch
 
-from mmrlvr.algos.kawhi import step_weights
 from mmrlvr.registry import Registry
 
 OTHER, PERCEPTION, REASONING, BOTH, PAD = 0, 1, 2, 3, -1
@@ -165,7 +167,7 @@ class Method:
         return self.params(**{f.name: getattr(source, f.name) for f in fields(self.params)})
 
 
-METHODS: Registry[Method] = Registry("token weighting method")
+METHODS: Registry[Method] = Registry("token weighting method", plugins="mmrlvr.methods")  # kawhi registers from there
 
 
 def _params_record(name: str, fn) -> type:
@@ -311,14 +313,3 @@ def tor(
     total = raw.sum()
     n = mask.bool().sum()
     return raw * (n / total) if float(total) > 0 else raw
-
-
-@register_method("kawhi", needs=("entropy", "region_attention", "step_ids"))
-def kawhi(signals, mask, kawhi_align_weight: float = 0.5, kawhi_strength: float = 1.0) -> torch.Tensor:
-    """KAWHI (mmrlvr.algos.kawhi, every formula our reading): `kawhi.step_weights` with alignment =
-    the region attention and decisiveness = the entropy (a decisive step is one where the policy
-    chose among alternatives: its mean token entropy, the forks of the 80/20 rule)."""
-    if not (0.0 <= kawhi_align_weight <= 1.0 and 0.0 <= kawhi_strength <= 1.0):
-        raise ValueError("kawhi_align_weight and kawhi_strength must lie in [0, 1]")
-    return step_weights(signals["region_attention"], signals["entropy"], signals["step_ids"], mask,
-                        kawhi_align_weight, kawhi_strength)

@@ -19,7 +19,7 @@ class TemporalContrastConfig:
     correct answer of a binary verifier exactly."""
     method: str = "tgrpo"
     """tgrpo (bonus alpha when p > mu * p_shuffled, per prompt) or tgpo (alpha scaled by the accuracy gap,
-    normalised by the batch's largest gap); formulas in mmrlvr/algos/temporal.py."""
+    normalised by the batch's largest gap); formulas in mmrlvr/methods/temporal_contrast/maths.py."""
     alpha: float = 0.3
     """Bonus added to the reward of a correct ordered completion."""
     mu: float = 1.0
@@ -34,7 +34,7 @@ class TemporalContrastConfig:
 @dataclass
 class TokenWeightingConfig:
     method: str = "none"
-    """none, entropy_topk, vppo, pepo, tor or kawhi (mmrlvr.algos.token_weights, mmrlvr.algos.kawhi):
+    """none, entropy_topk, vppo, pepo, tor or kawhi (mmrlvr.algos.token_weights, mmrlvr/methods/kawhi/):
     per-token advantage weights."""
     top_frac: float = 0.2
     """entropy_topk: share of the batch's tokens (highest entropy) that get gradient."""

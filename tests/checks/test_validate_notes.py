@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from mmrlvr.algos.advantages import estimate
-from mmrlvr.algos.temporal import tgpo_bonus, tgrpo_bonus
 from mmrlvr.config import load_config
 from mmrlvr.checks.notes import config_warnings
+from mmrlvr.methods.temporal_contrast.maths import tgpo_bonus, tgrpo_bonus
 
 VIDEO = ["task.name=video_motion", "temporal_contrast.enabled=true"]
 LINE = ("temporal_contrast.method=tgrpo with algo.advantage=grpo and a right/wrong reward (choice): the bonus "

@@ -1,22 +1,24 @@
 """DBB, the Bayesian baseline (`sample_efficiency.dbb` or `algo.advantage: dbb`): each prompt's
 pass rate as a Beta posterior carried across steps, the advantage's baseline read from it.
 
-The estimator itself is pure maths in `mmrlvr.algos.posteriors` (registered as the estimator
-`dbb`). This folder fills `estimator` (its settings record from the config) and `sync` (each rank
-updated its own prompts' posteriors: share them, so every rank reads the same). Docs:
-explanation/sample-efficiency.md.
+The folder holds the whole method: its maths (`posteriors.py`: the Beta-Bernoulli baseline and
+the per-prompt posteriors, pure tensors), the estimator `dbb` it registers into the algos' table
+(`estimator.py`), its settings' checks, warning and resolution (`checks.py`), and this record,
+which fills `check`, `warn`, `resolve`, `estimator` (its settings record from the config)
+and `sync` (each rank updated its own prompts' posteriors: share them, so every rank reads the
+same). Docs: explanation/sample-efficiency.md.
 """
 
 from __future__ import annotations
 
-from mmrlvr.methods.dbb import checks
+from mmrlvr.methods.dbb import checks, estimator  # noqa: F401 - estimator registers the advantage estimator dbb
+from mmrlvr.methods.dbb.posteriors import DbbOptions
 from mmrlvr.methods.hooks import Method, register
 from mmrlvr.train.distributed import gather_lists
 
 
 def dbb_options(cfg):
     """`sample_efficiency.dbb`'s settings and the verifiers' largest reward, as the estimator dbb reads them."""
-    from mmrlvr.algos.posteriors import DbbOptions
     from mmrlvr.config.efficiency import max_reward
 
     if cfg.sample_efficiency.dbb.enabled and cfg.algo.advantage != "dbb":  # not silently another estimator

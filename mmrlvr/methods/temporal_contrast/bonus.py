@@ -3,7 +3,7 @@
 The shuffled prompts show the same sampled frames in another order (`ShuffledVideo`: the
 timeline and position ids are unchanged, only the content moves), are sampled with the same
 engine and scored by the same verifiers, and are never trained on: they only decide the bonus
-(`mmrlvr.algos.temporal`).
+(`maths.py` beside this: pure functions of the ordered and shuffled scores).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import zlib
 
 import torch
 
-from mmrlvr.algos.temporal import temporal_bonus
 from mmrlvr.data.media import ShuffledVideo
+from mmrlvr.methods.temporal_contrast.maths import temporal_bonus
 from mmrlvr.train.rewards import score_completions
 from mmrlvr.types import Sample
 

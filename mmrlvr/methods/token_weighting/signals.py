@@ -16,7 +16,6 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from mmrlvr.algos.kawhi import head_map, region_attention
 from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual, visual_dependency
 from mmrlvr.data.collate import select_rows
 from mmrlvr.models.wrapping import base_model
@@ -149,8 +148,12 @@ def _similarity_probe(model, layers: Sequence[int] | None, t: int, out: list, at
 def _region_probe(model, layers: Sequence[int], heads: int, frac: float, valid: torch.Tensor, out: list):
     """Eager attention for the forward and hooks on the chosen decoder layers' attention modules
     that reduce each (n, heads, L, L) weight tensor at once to the (n, t, L) map of the row's
-    vision heads (`kawhi.head_map`); after the forward, `kawhi.region_attention` over the layers
+    vision heads (`kawhi.regions.head_map`); after the forward, `kawhi.regions.region_attention` over the layers
     gives (n, t). Memory: O(n * t * L) per chosen layer, never all layers' weights together."""
+    # Imported when used: importing the kawhi folder registers its record, and its place in the
+    # hook order (mmrlvr/methods/__init__.py) is after this folder's, which a top-level import would swap.
+    from mmrlvr.methods.kawhi.regions import head_map, region_attention
+
     inner = base_model(model)
     before = inner.config._attn_implementation
     all_layers = _decoder_layers(model)

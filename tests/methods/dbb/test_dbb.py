@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from mmrlvr.algos.advantages import dbb
+from mmrlvr.methods.dbb.posteriors import dbb
 
 NAN = float("nan")
 T = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
@@ -141,7 +141,7 @@ def _stats(**posteriors):
 
 def test_the_registered_estimator_hand_computed_with_nan_and_a_bonus():
     from mmrlvr.algos.advantages import ADVANTAGES, EstimatorContext, estimate
-    from mmrlvr.algos.posteriors import DbbOptions
+    from mmrlvr.methods.dbb.posteriors import DbbOptions
 
     assert "dbb" in ADVANTAGES.names()
     # rewards hold the verifiers' [1, 0, nan] / [.5, 0, 0] plus a bonus on each group's best answer
@@ -161,7 +161,7 @@ def test_the_registered_estimator_hand_computed_with_nan_and_a_bonus():
 
 def test_the_estimator_says_what_its_context_lacks():
     from mmrlvr.algos.advantages import EstimatorContext, estimate
-    from mmrlvr.algos.posteriors import DbbOptions
+    from mmrlvr.methods.dbb.posteriors import DbbOptions
 
     r = T([[1.0, 0.0]])
     for ctx in (None, EstimatorContext(["a"], 1, None, settings=DbbOptions())):
@@ -189,7 +189,7 @@ def test_advantage_dbb_is_the_enabled_switch_and_the_formula_before_it_was_regis
     """algo.advantage=dbb and sample_efficiency.dbb.enabled=true train on the same numbers, which are
     those of the training step's own DBB branch before dbb was an estimator (groups of 4, 2 and 5)."""
     from mmrlvr.algos.advantages import EstimatorContext, flatten_groups
-    from mmrlvr.algos.posteriors import dbb_advantages
+    from mmrlvr.methods.dbb.posteriors import dbb_advantages
     from mmrlvr.checks.resolve import resolve_config
     from mmrlvr.config import load_config
     from mmrlvr.methods.dbb import dbb_options

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mmrlvr.algos.kawhi import head_map, region_attention, segment_steps, step_weights
 from mmrlvr.config import load_config
 from mmrlvr.data.collate import encode_prompts, pad_right, repeat_prompts
+from mmrlvr.methods.kawhi.regions import head_map, region_attention
+from mmrlvr.methods.kawhi.steps import segment_steps, step_weights
 from mmrlvr.tasks import load_task
 from mmrlvr.train.logprobs import completion_logprobs
 from mmrlvr.train.sft import target_ids

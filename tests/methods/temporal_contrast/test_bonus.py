@@ -5,7 +5,7 @@ from pathlib import Path
 import torch
 
 from mmrlvr.checks.resolve import resolve_algo
-from mmrlvr.algos.temporal import tgrpo_bonus
+from mmrlvr.methods.temporal_contrast.maths import tgrpo_bonus
 from mmrlvr.config import load_config
 from mmrlvr.data.media import ShuffledVideo
 from mmrlvr.rollout.hf import HFRolloutEngine

@@ -4,8 +4,8 @@ keeps across steps, saved in checkpoints.
 `BetaPosteriors.advantages(sample_ids, rewards)` reads each prompt's (alpha, beta) (the prior
 (1, 1) on a first visit), applies `dbb` and writes the updated posteriors back, so the learner
 needs one call per rollout batch and `state_dict()` in its run state. The advantage estimator
-`dbb` (`mmrlvr.algos.advantages.ADVANTAGES`) calls `dbb_advantages`; this module imports nothing
-of the estimators, so their registry can import it.
+`dbb` (`estimator.py` beside this, registered into `mmrlvr.algos.advantages.ADVANTAGES`) calls
+`dbb_advantages`; this module is pure maths and imports nothing of the estimators.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from mmrlvr.algos.temporal import accuracy, temporal_bonus, tgpo_bonus, tgrpo_bonus
+from mmrlvr.methods.temporal_contrast.maths import accuracy, temporal_bonus, tgpo_bonus, tgrpo_bonus
 
 nan = math.nan
 

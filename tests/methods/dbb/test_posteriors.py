@@ -7,8 +7,7 @@ import json
 import pytest
 import torch
 
-from mmrlvr.algos.advantages import dbb
-from mmrlvr.algos.posteriors import BetaPosteriors
+from mmrlvr.methods.dbb.posteriors import BetaPosteriors, dbb
 
 
 def test_visits_accumulate_per_prompt_and_match_dbb():

@@ -4,8 +4,9 @@ over layers), region attention, step segmentation, the weighted harmonic step we
 import pytest
 import torch
 
-from mmrlvr.algos.kawhi import head_map, region_attention, salient_region, segment_steps, step_weights, vision_heads
 from mmrlvr.algos.token_weights import METHODS, token_weights
+from mmrlvr.methods.kawhi.regions import head_map, region_attention, salient_region, vision_heads
+from mmrlvr.methods.kawhi.steps import segment_steps, step_weights
 
 # one row, 3 heads, 2 completion positions, 5 key positions of which 1, 2, 3 are visual
 VISUAL = torch.tensor([[0, 1, 1, 1, 0]])
