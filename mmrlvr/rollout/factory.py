@@ -5,7 +5,7 @@ its names (`ENGINES`), so a new engine is one registered builder here plus its m
 
 from __future__ import annotations
 
-from mmrlvr.models.wrapping import base_model
+from mmrlvr.models.wrapping import base_model, unwrap
 from mmrlvr.registry import Registry
 
 ENGINE_BUILDERS: Registry = Registry("rollout engine")
@@ -70,14 +70,16 @@ def make_engine(cfg, policy, processor):
 
 
 def refuse_partitioned_sync(kind: str, policy) -> None:
-    """DeepSpeed ZeRO-3 partitions each parameter (`ds_id`, an empty placeholder outside its gather),
-    and the weight sync reads whole tensors (FSDP2's DTensors are gathered; ZeRO-3's are not): an
-    engine that copies the policy's weights would load placeholders. One line before the first sync;
-    `hf` samples from the policy itself and needs no copy."""
+    """DeepSpeed ZeRO-3 partitions each parameter (`ds_id`, an empty placeholder outside its gather);
+    the sync gathers them (one bucket at a time over a broadcast, `rollout.zero3`), but a LoRA adapter
+    is merged into the base weights for the copy, and peft's merge writes into those placeholders.
+    One line before the first sync; `hf` samples from the policy itself and needs no copy."""
     params = getattr(policy, "parameters", None)  # a registered builder may be handed something else
-    if kind != "hf" and callable(params) and any(hasattr(p, "ds_id") for p in params()):
+    if kind == "hf" or not callable(params) or not hasattr(unwrap(policy), "merge_adapter"):
+        return
+    if any(hasattr(p, "ds_id") for p in params()):
         from mmrlvr.config import ConfigError
 
-        raise ConfigError(f"rollout.engine={kind} with DeepSpeed ZeRO-3: syncing ZeRO-3's partitioned parameters "
-                          "to a vLLM engine is not handled; use FSDP2 (configs/accelerate/fsdp2.yaml), ZeRO-2, "
-                          "or rollout.engine=hf")
+        raise ConfigError(f"rollout.engine={kind} with DeepSpeed ZeRO-3 and a LoRA adapter: merging the adapter into "
+                          "ZeRO-3's partitioned weights for the sync is not handled; use FSDP2 "
+                          "(configs/accelerate/fsdp2.yaml), ZeRO-2, or rollout.engine=hf")

@@ -13,8 +13,9 @@ server's vLLM worker when they live on a GPU, as TRL and verl do (`weight_channe
 group of its own); on the CPU they travel as one safetensors file, written to shared memory and
 loaded by path when the server is on this machine (its address is loopback), or uploaded in the
 request body otherwise. The server then resets its prefix and encoder caches. A sharded policy
-(FSDP2 DTensors) on the broadcast path is gathered one bucket at a time by every rank (`sync_sharded`),
-never whole; the file and upload paths write whole tensors, so they gather everything first.
+(FSDP2 DTensors, DeepSpeed ZeRO-3 parameters) on the broadcast path is gathered one bucket at a time
+by every rank (`sync_sharded`), never whole; the file and upload paths write whole tensors, so they
+gather everything first.
 
 The server obeys only its trainer: every POST carries the key (`rollout.server_key` or
 MMRLVR_ROLLOUT_KEY, `server_key`), and the policy version it reports must be the one this trainer's
@@ -43,6 +44,7 @@ from mmrlvr.rollout.vllm_inputs import (
     model_vocab_size, processor_kwargs, request_seeds, rollout_output, sampling_fields, vllm_request,
 )
 from mmrlvr.rollout.weight_names import sync_pairs
+from mmrlvr.rollout.zero3 import partitioned
 from mmrlvr.types import Completion, Sample
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -161,7 +163,7 @@ class ServerRolloutEngine:
 
         With several training processes every rank gathers the weights (a collective under FSDP)
         but rank 0 alone sends them; the others wait for it and read the new policy version. A
-        sharded policy (FSDP2) on the broadcast path is gathered one bucket at a time (`sync_sharded`)."""
+        sharded policy (FSDP2, ZeRO-3) on the broadcast path is gathered one bucket at a time (`sync_sharded`)."""
         rank, world = _rank_world()
         if gathers_by_bucket([self], model):
             sync_sharded([self], model)
@@ -240,9 +242,10 @@ def sync_pairs_of(model) -> list:
 
 def gathers_by_bucket(engines, model) -> bool:
     """Whether a sync to `engines` gathers one bucket at a time: the policy's parameters are FSDP2 shards
-    (DTensors) and every server is synced by broadcast (a file or an upload holds whole tensors)."""
+    (DTensors) or ZeRO-3 partitions (`ds_id`) and every server is synced by broadcast (a file or an
+    upload holds whole tensors)."""
     param = next(iter(model.parameters()), None)
-    if param is None or not hasattr(param, "full_tensor"):
+    if param is None or not (hasattr(param, "full_tensor") or partitioned(param)):
         return False
     return all(weight_transport(e.weight_sync, param.device, e.local) == "broadcast" for e in engines)
 

@@ -16,9 +16,10 @@ the two sides always cut the same buckets; a store without them means 2 ranks an
 in flat buckets: one broadcast per bucket, any dtype (bfloat16 included), bit for bit.
 
 Shapes: a spec is `[name, dtype, shape]` per tensor, in send order; a bucket is a flat uint8 tensor.
-Sharded trainers (FSDP2 DTensors, `weight_names.sync_pairs(model, gather=False)`) gather one
-bucket's tensors at a time inside `send`, so no rank ever holds a full unsharded copy; the trainer
-ranks outside the group call `send(None, pairs)` to take part in those gathers.
+Sharded trainers (FSDP2 DTensors, ZeRO-3 parameters: `weight_names.sync_pairs(model, gather=False)`)
+gather one bucket's tensors at a time inside `send` (ZeRO-3's through `zero3.gathered`), so no rank
+ever holds a full unsharded copy; the trainer ranks outside the group call `send(None, pairs)` to
+take part in those gathers.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import datetime
 from typing import Iterable, Sequence
 
 import torch
+
+from mmrlvr.rollout.zero3 import full_shape, gathered, partitioned
 
 BUCKET_BYTES = 256 * 2**20  # one broadcast moves at most this much (verl buckets its sync the same way)
 MAX_BUCKET_BYTES = 2 * 2**30  # the most a bucket may hold: a transient copy far below a 7B model's 14 GiB
@@ -103,7 +106,7 @@ def bucket_limit(group) -> int:
 
 def spec_of(pairs: Sequence[tuple[str, torch.Tensor]]) -> list[list]:
     """`[name, dtype, shape]` per tensor: what the receiver allocates before the broadcast."""
-    return [[n, str(t.dtype).removeprefix("torch."), list(t.shape)] for n, t in pairs]
+    return [[n, str(t.dtype).removeprefix("torch."), full_shape(t)] for n, t in pairs]
 
 
 def buckets(spec: Sequence[Sequence], limit: int = BUCKET_BYTES) -> list[list[int]]:
@@ -125,12 +128,14 @@ def buckets(spec: Sequence[Sequence], limit: int = BUCKET_BYTES) -> list[list[in
 def send(group, pairs: Sequence[tuple[str, torch.Tensor]], limit: int | None = None) -> None:
     """Broadcast `pairs` (the trainer's side); the receivers were told `spec_of(pairs)`.
 
-    Sharded tensors are gathered bucket by bucket here (a collective: every trainer rank calls
-    `send`, those outside the channel with `group=None`, which gathers and sends nothing)."""
+    Sharded tensors (FSDP2's DTensors, ZeRO-3's partitioned parameters) are gathered bucket by
+    bucket here (a collective: every trainer rank calls `send`, those outside the channel with
+    `group=None`, which gathers and sends nothing); a ZeRO-3 bucket is released before its broadcast."""
     spec = spec_of(pairs)
     limit = bucket_limit(group) if limit is None else limit
     for idx in buckets(spec, limit):
-        flat = torch.cat([_bytes_of(pairs[i][1]) for i in idx])
+        with gathered(pairs[i][1] for i in idx):
+            flat = torch.cat([_bytes_of(pairs[i][1]) for i in idx])
         if group is not None:
             group.broadcast(flat, CLIENT_RANK).wait()
         del flat  # this bucket's gathered copy is gone before the next one is made
@@ -171,7 +176,9 @@ def _nbytes(dtype: str, shape: Sequence[int]) -> int:
 
 def _bytes_of(t: torch.Tensor) -> torch.Tensor:
     """The tensor's raw bytes as a flat uint8 view (a contiguous copy first where needed); a
-    sharded tensor (FSDP2's DTensor) is gathered whole first."""
+    sharded tensor (FSDP2's DTensor) is gathered whole first; a ZeRO-3 parameter must be inside its gather."""
     if hasattr(t, "full_tensor"):
         t = t.full_tensor()
+    if partitioned(t) and list(t.shape) != full_shape(t):
+        raise RuntimeError(f"ZeRO-3 parameter {t.ds_id} read outside its gather (shape {list(t.shape)})")
     return t.detach().contiguous().reshape(-1).view(torch.uint8)

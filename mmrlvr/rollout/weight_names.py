@@ -20,6 +20,7 @@ import re
 
 from mmrlvr.models.family_spec import FAMILY_SPECS, TEXT_PACKED, VllmNames, family_specs
 from mmrlvr.models.wrapping import unwrap
+from mmrlvr.rollout.zero3 import gathered_copy, partitioned
 
 # Each family's vLLM names are the `vllm` field of its record (`mmrlvr.models.family_spec.VllmNames`).
 _LM_HEADS = ("language_model.lm_head.", "lm_head.")
@@ -101,8 +102,10 @@ def sync_pairs(model, gather: bool = True) -> list[tuple[str, object]]:
 
     With peft the adapter is merged for the copy and unmerged afterwards, as TRL and verl do,
     so vLLM samples from base + adapter exactly as the learner's forward computes it.
-    `gather=False` leaves FSDP2 shards (DTensors) sharded: the weight channel's `send` gathers them
-    one bucket at a time, so no rank holds the whole unsharded model at once.
+    `gather=False` leaves FSDP2 shards (DTensors) sharded and ZeRO-3 parameters partitioned (the
+    Parameter itself, whose placeholder `detach` would lose): the weight channel's `send` gathers
+    them one bucket at a time, so no rank holds the whole unsharded model at once. `gather=True`
+    gathers a ZeRO-3 parameter one at a time into a copy (every rank calls sync, in the same order).
     """
     inner = unwrap(model)
     model_type = getattr(getattr(inner, "config", None), "model_type", "")
@@ -111,13 +114,17 @@ def sync_pairs(model, gather: bool = True) -> list[tuple[str, object]]:
         inner.merge_adapter()
     try:
         pairs = []
-        for name, tensor in inner.state_dict().items():
+        for name, tensor in inner.state_dict(keep_vars=True).items():
             ck = checkpoint_name(name)
             if ck is None:
                 continue
-            if gather and hasattr(tensor, "full_tensor"):  # FSDP2 shard: gather (every rank calls sync)
-                tensor = tensor.full_tensor()
-            pairs.append((vllm_checkpoint_name(ck, model_type), tensor.detach().clone() if merged else tensor.detach()))
+            if partitioned(tensor):  # ZeRO-3: a placeholder outside its gather
+                tensor = gathered_copy(tensor) if gather else tensor
+            elif gather and hasattr(tensor, "full_tensor"):  # FSDP2 shard: gather (every rank calls sync)
+                tensor = tensor.full_tensor().detach()
+            else:
+                tensor = tensor.detach().clone() if merged else tensor.detach()
+            pairs.append((vllm_checkpoint_name(ck, model_type), tensor))
         return pairs
     finally:
         if merged:
