@@ -7,4 +7,5 @@ Fills `state` (the `ArrolPruner`, restored from the checkpoint's `arrol` entry),
 (eval.py: head_best@k / head_vote@k for `mmrlvr eval --samples k` when
 `sample_efficiency.arrol.eval_weighting: head`). Maths: `mmrlvr.methods.arrol.pruning`. Docs:
 explanation/arrol.md.
+Its config section's dataclass is `settings.py` (light: the config reads it without the method).
 """

@@ -7,4 +7,5 @@ the per-prompt posteriors, pure tensors), the estimator `dbb` it registers into 
 (`method.py`), which fills `check`, `warn`, `resolve`, `estimator` (its settings record from the
 config) and `sync` (each rank updated its own prompts' posteriors: share them, so every rank reads the
 same). Docs: explanation/sample-efficiency.md.
+Its config section's dataclass is `settings.py` (light: the config reads it without the method).
 """

@@ -7,4 +7,6 @@ reasoning steps and the step weights); `weighting.py` registers the weighting `k
 `mmrlvr.algos.token_weights.METHODS`. The signals it needs (entropy, region attention, step ids)
 come from the token-weighting folder's forwards. It fills no recipe hook of its own: the token
 weighting method carries it into the update.
+Its settings are the `kawhi_*` keys of the token-weighting section
+(`mmrlvr/methods/token_weighting/settings.py`).
 """

@@ -7,4 +7,6 @@ weigher the learner calls before each update (weigher.py). Fills `launch` (refus
 parameters, diagnostics off there), `weights` (the `TokenWeigher`) and `record` (rank 0's
 `token_roles/step_N.jsonl` on logged steps). On whenever a weighting or the diagnostics are.
 Docs: explanation/token-weighting.md.
+Its config section's dataclass is `settings.py` (light: the config reads it without the method),
+kawhi's `kawhi_*` keys included.
 """
