@@ -1,7 +1,7 @@
 """Name -> callable maps with a duplicate guard and errors that list what is known.
 
 A registry of a lower layer may be filled from a higher one: the method folders
-(`mmrlvr.methods`) register their estimator, weighting, episode and checks into the tables of
+(`mmrlvr.methods.builtin` imports their records) register their estimator, weighting, episode and checks into the tables of
 `algos`, `rollout` and `checks`. Such a registry names its plug-in package (`plugins=`), imported
 by name the first time the registry is read, as Python's entry points load a plug-in: the lower
 layer never imports the higher one, and a reader that comes first (`mmrlvr validate` reaching
@@ -67,3 +67,12 @@ class Registry(Generic[F]):
     def items(self) -> list[tuple[str, F]]:
         self._load()
         return sorted(self._items.items())
+
+    def snapshot(self) -> dict[str, F]:
+        """A copy of the table, its plug-ins loaded first, in registration order.
+
+        What a test swaps in (`monkeypatch.setattr(reg, "_items", reg.snapshot())`) to register a
+        throwaway: a copy taken before the load would leave the plug-ins in the copy, and the real
+        table empty for good once the patch is undone."""
+        self._load()
+        return dict(self._items)

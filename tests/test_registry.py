@@ -64,3 +64,15 @@ def test_a_plugin_package_that_fails_to_import_fails_every_read_not_just_the_fir
     for _ in range(2):  # never a silently half-filled table on the second read
         with pytest.raises(RuntimeError, match="broken plug-in"):
             reg.names()
+
+
+def test_a_snapshot_loads_the_plugins_before_it_copies_so_swapping_it_in_loses_nothing(plugin_package, monkeypatch):
+    """The copy a test swaps in holds the plug-ins' names, and the real table keeps them after the swap is undone."""
+    import fake_plugins_table
+
+    reg = fake_plugins_table.REG
+    with monkeypatch.context() as patch:
+        patch.setattr(reg, "_items", reg.snapshot())
+        reg.register("throwaway")(print)
+        assert reg.in_order() == ["early", "late", "throwaway"]
+    assert reg.in_order() == ["early", "late"] and sys.modules["fake_plugins"].IMPORTS == 1

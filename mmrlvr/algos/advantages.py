@@ -11,7 +11,7 @@ A stateful estimator (`stateful`) is called as fn(rewards, context) with an `Est
 `dbb`, whose baseline is each prompt's Beta posterior of its pass rate (kept in the run's
 per-prompt statistics), is one; it gives an all-equal group non-zero advantages on purpose. It is
 registered from its method's folder (`mmrlvr/methods/dbb/estimator.py`): `ADVANTAGES` names
-`mmrlvr.methods` as its plug-in package, so a reader that never imported the methods still finds it.
+`mmrlvr.methods.builtin` as its plug-in package, so a reader that never imported the methods still finds it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 
 from mmrlvr.registry import Registry
 
-ADVANTAGES: Registry = Registry("advantage estimator", plugins="mmrlvr.methods")  # dbb registers from there
+ADVANTAGES: Registry = Registry("advantage estimator", plugins="mmrlvr.methods.builtin")  # dbb registers from there
 
 
 def _valid(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -7,7 +7,7 @@ labels (`tor`) call the same labelling functions whose fractions the step logs.
 
 A method is registered by name with the signals it needs; `token_weighting.method` picks one. A
 method with a folder of its own registers from there (`kawhi`: `mmrlvr/methods/kawhi/`): `METHODS`
-names `mmrlvr.methods` as its plug-in package, so a reader that never imported the methods still
+names `mmrlvr.methods.builtin` as its plug-in package, so a reader that never imported the methods still
 finds it.
 """
 
@@ -167,7 +167,7 @@ class Method:
         return self.params(**{f.name: getattr(source, f.name) for f in fields(self.params)})
 
 
-METHODS: Registry[Method] = Registry("token weighting method", plugins="mmrlvr.methods")  # kawhi registers from there
+METHODS: Registry[Method] = Registry("token weighting method", plugins="mmrlvr.methods.builtin")  # kawhi registers from there
 
 
 def _params_record(name: str, fn) -> type:

@@ -85,5 +85,5 @@ class MethodSettings(NamedTuple):
             yield from self.check(cfg)
 
 
-METHOD_SETTINGS: Registry[MethodSettings] = Registry("method settings", plugins="mmrlvr.methods")
+METHOD_SETTINGS: Registry[MethodSettings] = Registry("method settings", plugins="mmrlvr.methods.builtin")
 """name -> the method's `MethodSettings`; each method folder registers its own (mmrlvr.methods.hooks.register)."""

@@ -7,8 +7,13 @@ Modules (each one job):
   dotted overrides (`load_config`, `build_config`, `save_config`, `to_dict`).
 - `keys`: parsing overrides, "did you mean", blaming the override that set a bad key or value.
 - `limits`: `ConfigError` and the size limits on a config file (`MAX_CONFIG_VALUES`).
-- `methods`, `efficiency`, `rollout`: the section records kept out of `schema` for length
-  (token weighting / temporal contrast, sample efficiency, rollout).
+- `sections`: the table of the sections a method declares in its own folder (`SECTIONS`: token
+  weighting, temporal contrast, each sample-efficiency method), read by key when a config is built,
+  defaulted, suggested or printed; `mmrlvr.methods.sections` fills it with the folders' light
+  `settings.py` files, so loading a config imports no method and no torch.
+- `efficiency`, `rollout`: section records kept out of `schema` for length (the sample-efficiency
+  container and the readers its methods share, rollout). `TokenWeightingConfig` and
+  `TemporalContrastConfig` are still importable from here: read from `SECTIONS`.
 - `arg_types`: the types of a task's declared arguments.
 
 The checks that read tasks, verifiers, algos and episodes (`validate_config`, its rules, the
@@ -28,8 +33,6 @@ from mmrlvr.config.schema import (
     RolloutConfig,
     SampleEfficiencyConfig,
     TaskConfig,
-    TemporalContrastConfig,
-    TokenWeightingConfig,
     TrainConfig,
     WarmStartConfig,
     build_config,
@@ -45,3 +48,15 @@ __all__ = [
     "TokenWeightingConfig", "TrainConfig", "WarmStartConfig", "apply_overrides", "build_config",
     "check_expanded_size", "load_config", "portable_model_path", "save_config", "short", "to_dict",
 ]
+
+_SECTION_CLASSES = {"TemporalContrastConfig": "temporal_contrast", "TokenWeightingConfig": "token_weighting"}
+
+
+def __getattr__(name: str):
+    """A method's section class, declared in its folder, read from the table it registered into
+    (`from mmrlvr.config import TokenWeightingConfig` keeps working; nothing is imported upward)."""
+    if name in _SECTION_CLASSES:
+        from mmrlvr.config.sections import SECTIONS
+
+        return SECTIONS.get(_SECTION_CLASSES[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

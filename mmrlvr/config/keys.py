@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from mmrlvr.config.limits import ConfigError, short  # noqa: F401 - ConfigError re-exported
+from mmrlvr.config.sections import field_types, sections_now
 
 
 def _parse_value(text: str) -> Any:
@@ -58,12 +59,17 @@ def _bare(tp: Any) -> Any:
     return tp
 
 
-@functools.lru_cache(maxsize=8)
 def schema_keys(cls: type) -> tuple[str, ...]:
     """Every dotted key of a config dataclass, sections included: ("seed", "model", "model.path",
-    ..., "rewards[].weight"); a list of sections is written with "[]"."""
+    ..., "rewards[].weight"); a list of sections is written with "[]". A method's section is the
+    class its folder registered (`mmrlvr.config.sections`), so the cache is keyed on them too."""
+    return _schema_keys(cls, sections_now())
+
+
+@functools.lru_cache(maxsize=8)
+def _schema_keys(cls: type, sections: tuple) -> tuple[str, ...]:
     out: list[str] = []
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     for f in dataclasses.fields(cls):
         tp = _bare(hints[f.name])
         out.append(f.name)
@@ -72,7 +78,7 @@ def schema_keys(cls: type) -> tuple[str, ...]:
         else:
             name = f.name
         if dataclasses.is_dataclass(tp):
-            out += [f"{name}.{k}" for k in schema_keys(tp)]
+            out += [f"{name}.{k}" for k in _schema_keys(tp, sections)]
     return tuple(out)
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from mmrlvr.config.efficiency import SampleEfficiencyConfig, dbb_named
 from mmrlvr.config.rollout import RolloutConfig
-from mmrlvr.config.methods import TemporalContrastConfig, TokenWeightingConfig  # noqa: F401 - re-exported
+from mmrlvr.config.sections import section_field
 from mmrlvr.config.limits import MAX_CONFIG_VALUES, check_expanded_size, short  # noqa: F401 - re-exported
 from mmrlvr.config.keys import ConfigError, _parse_value, apply_overrides, blame, did_you_mean  # noqa: F401 - re-exported
 from mmrlvr.config.typed import build
@@ -255,9 +255,9 @@ class Config:
     warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
-    temporal_contrast: TemporalContrastConfig = field(default_factory=TemporalContrastConfig)
+    temporal_contrast: Any = section_field("temporal_contrast")
     """T-GRPO / TGPO temporal contrast for video prompts (off by default)."""
-    token_weighting: TokenWeightingConfig = field(default_factory=TokenWeightingConfig)
+    token_weighting: Any = section_field("token_weighting")
     rewards: list[RewardTerm] = field(default_factory=list)
     """Weighted verifiers; empty: each sample's own verifier with weight 1."""
     verifier_timeout: float = 5.0

@@ -14,6 +14,7 @@ from typing import Any
 
 from mmrlvr.config.keys import ConfigError, _bare, did_you_mean
 from mmrlvr.config.limits import short
+from mmrlvr.config.sections import field_types
 
 
 def build(cls: type, raw: Any, where: str, root: type) -> Any:
@@ -22,7 +23,7 @@ def build(cls: type, raw: Any, where: str, root: type) -> Any:
         return cls()
     if not isinstance(raw, dict):
         raise ConfigError(f"{where or 'config'}: expected a mapping, got {short(raw)}", where or None)
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)  # a method's section: the class its folder registered
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - names, key=str)
     if unknown:

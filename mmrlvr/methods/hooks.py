@@ -2,7 +2,7 @@
 
 The recipe (`mmrlvr.recipe`) never names a method: it asks this module for the active methods'
 hooks at fixed points of a run, in a fixed order (the order the methods are registered, which
-`mmrlvr.methods` fixes by importing its folders in turn). A method fills only the hooks it needs;
+`mmrlvr.methods.builtin` fixes by importing their records in turn). A method fills only the hooks it needs;
 an empty hook costs nothing. The closed set, in the order a run meets them:
 
 - `on(cfg) -> bool`: whether the (resolved) config turns the method on; every other hook but
@@ -73,7 +73,7 @@ HOOKS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Method)
                                if f.name not in ("name", "doc", "on", "experimental", "rules"))
 """The closed set of hook points, in the order a run meets them."""
 
-METHODS: Registry[Method] = Registry("method")
+METHODS: Registry[Method] = Registry("method", plugins="mmrlvr.methods.builtin")
 
 
 def register(method: Method) -> Method:

@@ -62,8 +62,6 @@ def run_eval(cfg: Config, checkpoint: str, split: str = "eval", samples: int = 1
 def eval_rankers(cfg: Config, checkpoint: str, samples: int) -> list:
     """Every registered method's `eval_rank` that applies to this evaluation (a method's choice
     among k samples may be asked for by a run that did not train with it on, so all are asked)."""
-    import mmrlvr.methods  # noqa: F401 - registers the methods
-
     asked = (METHODS.get(name) for name in METHODS.in_order())
     return [r for r in (m.eval_rank(cfg, checkpoint, samples) for m in asked if m.eval_rank is not None) if r is not None]
 

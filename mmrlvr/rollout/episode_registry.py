@@ -4,7 +4,7 @@ the registered episodes (`EPISODES`, `register_episode`).
 A leaf module, apart from the episode runner (`mmrlvr.rollout.episodes`), so that an episode
 registers without importing the runner. The built-in episodes (`tools`, `refine`, `hill`, `prco`)
 live in their method folders (`mmrlvr/methods/<name>/episode.py`), a higher layer: `EPISODES`
-names `mmrlvr.methods` as its plug-in package, imported on the registry's first read, so the
+names `mmrlvr.methods.builtin` as its plug-in package, imported on the registry's first read, so the
 runner and validation see every built-in episode without importing a method.
 `mmrlvr.rollout.episodes` re-exports every name here, so user code keeps
 `from mmrlvr.rollout.episodes import Turn, ...`.
@@ -60,7 +60,7 @@ class Episode:
     check: Callable[[Any], list] | None = None  # cfg -> one line per setting the episode refuses (validation)
 
 
-EPISODES: Registry = Registry("episode", plugins="mmrlvr.methods")  # the method folders register theirs
+EPISODES: Registry = Registry("episode", plugins="mmrlvr.methods.builtin")  # the method folders register theirs
 
 
 def register_episode(name: str, first_role: str = "policy", phase: Callable[[int], str] | None = None,

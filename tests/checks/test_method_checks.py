@@ -1,6 +1,6 @@
 """The method folders' own settings checks reach the validation through its table
 (`mmrlvr.checks.rules.METHOD_SETTINGS`): the validation names no method, and still runs them all,
-in a process that never imported `mmrlvr.methods` itself."""
+in a process that never imported the methods' records (`mmrlvr.methods.builtin`) itself."""
 
 from __future__ import annotations
 
@@ -41,10 +41,10 @@ def test_each_method_folder_checks_its_own_settings_in_registration_order(tmp_pa
 
 
 def test_a_fresh_process_that_never_imported_the_methods_still_runs_their_checks(tmp_path):
-    """`mmrlvr validate` reaches the checks before anything imports `mmrlvr.methods`: reading the
-    table imports the plug-in package by name (mmrlvr.registry)."""
+    """`mmrlvr validate` reaches the checks before anything imports `mmrlvr.methods.builtin`: reading
+    the table imports the plug-in package by name (mmrlvr.registry)."""
     code = ("import sys; from mmrlvr.checks.validate import config_errors; from mmrlvr.config import load_config; "
-            "assert 'mmrlvr.methods' not in sys.modules; "
+            "assert 'mmrlvr.methods.builtin' not in sys.modules; "
             f"print('\\n'.join(config_errors(load_config(None, {BAD + [f'output_dir={tmp_path}']!r}))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
                          env={"PATH": "", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)})
@@ -54,8 +54,8 @@ def test_a_fresh_process_that_never_imported_the_methods_still_runs_their_checks
 
 def test_a_new_method_adds_its_checks_with_its_record_and_nothing_else(monkeypatch, tmp_path):
     """A throwaway method's rule, check, warning and resolution are run the moment its record is registered."""
-    monkeypatch.setattr(METHODS, "_items", dict(METHODS._items))
-    monkeypatch.setattr(METHOD_SETTINGS, "_items", dict(METHOD_SETTINGS._items))
+    monkeypatch.setattr(METHODS, "_items", METHODS.snapshot())
+    monkeypatch.setattr(METHOD_SETTINGS, "_items", METHOD_SETTINGS.snapshot())
     cfg = load_config(None, ["rollout.top_k=7", f"output_dir={tmp_path}"])
     assert config_errors(cfg) == []
     register(Method("odd_top_k", "explanation/methods.md", on=lambda c: False,

@@ -255,7 +255,7 @@ def test_sharded_launch_refuses_token_weighting_before_the_model_loads():
     from types import SimpleNamespace
 
     from mmrlvr.config import ConfigError, load_config
-    from mmrlvr.methods.token_weighting import for_launch as token_weighting_for_launch
+    from mmrlvr.methods.token_weighting.method import for_launch as token_weighting_for_launch
 
     def acc(kind, n, stage=None):
         return SimpleNamespace(distributed_type=f"DistributedType.{kind}", num_processes=n,

@@ -7,14 +7,6 @@ reasoning steps and the step weights); `weighting.py` registers the weighting `k
 `mmrlvr.algos.token_weights.METHODS`. The signals it needs (entropy, region attention, step ids)
 come from the token-weighting folder's forwards. It fills no recipe hook of its own: the token
 weighting method carries it into the update.
+Its settings are the `kawhi_*` keys of the token-weighting section
+(`mmrlvr/methods/token_weighting/settings.py`).
 """
-
-from __future__ import annotations
-
-from mmrlvr.methods.kawhi import checks
-from mmrlvr.methods.hooks import Method, register
-from mmrlvr.methods.kawhi import weighting  # noqa: F401 - registers the token weighting kawhi
-
-METHOD = register(Method("kawhi", "explanation/kawhi.md", rules=checks.RULES,
-                         on=lambda cfg: cfg.token_weighting.method == "kawhi",
-                         experimental=True))

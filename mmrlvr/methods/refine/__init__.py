@@ -2,14 +2,7 @@
 refines one shared first answer G times, with the instruction `rollout.episode_args.instruction`.
 
 The whole method is its episode: the turn function and phase schedule in episode.py, registered as
-the episode `refine` when this folder is imported (the episode registry imports `mmrlvr.methods`
-on its first read). It fills no recipe hook; its record makes it a method the recipe can list and
-the docs can find. Docs: explanation/episode-methods.md.
+the episode `refine` when its record (`method.py`) is imported (the episode registry imports
+`mmrlvr.methods.builtin` on its first read). It fills no recipe hook; its record makes it a method
+the recipe can list and the docs can find. Docs: explanation/episode-methods.md.
 """
-
-from __future__ import annotations
-
-from mmrlvr.methods.hooks import Method, episode_is, register
-from mmrlvr.methods.refine import episode  # noqa: F401 - registers the episode `refine`
-
-METHOD = register(Method("refine", "explanation/episode-methods.md", on=episode_is("refine"), experimental=True))

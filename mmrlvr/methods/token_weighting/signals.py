@@ -150,8 +150,8 @@ def _region_probe(model, layers: Sequence[int], heads: int, frac: float, valid: 
     that reduce each (n, heads, L, L) weight tensor at once to the (n, t, L) map of the row's
     vision heads (`kawhi.regions.head_map`); after the forward, `kawhi.regions.region_attention` over the layers
     gives (n, t). Memory: O(n * t * L) per chosen layer, never all layers' weights together."""
-    # Imported when used: importing the kawhi folder registers its record, and its place in the
-    # hook order (mmrlvr/methods/__init__.py) is after this folder's, which a top-level import would swap.
+    # Imported when used: only kawhi's forwards need its maths (the hook order is mmrlvr.methods.builtin's
+    # alone: importing a module of the kawhi folder registers nothing).
     from mmrlvr.methods.kawhi.regions import head_map, region_attention
 
     inner = base_model(model)

@@ -2,14 +2,7 @@
 and gets the crop of its own image back as the next turn's image.
 
 The whole method is its episode: the turn function in episode.py, registered as the episode
-`tools` when this folder is imported (the crop itself is `mmrlvr.data.zoom`: the tool's argument
+`tools` when its record (`method.py`) is imported (the crop itself is `mmrlvr.data.zoom`: the tool's argument
 is model text, parsed by a bounded pattern, never run). It fills no recipe hook.
 Docs: explanation/episodes.md.
 """
-
-from __future__ import annotations
-
-from mmrlvr.methods.hooks import Method, episode_is, register
-from mmrlvr.methods.tools import episode  # noqa: F401 - registers the episode `tools`
-
-METHOD = register(Method("tools", "explanation/episodes.md", on=episode_is("tools")))

@@ -14,7 +14,7 @@ from PIL import Image
 
 from mmrlvr.methods.arrol.pruning import balanced_survivors
 from mmrlvr.config import RolloutConfig
-from mmrlvr.config.efficiency import ArrolConfig
+from mmrlvr.methods.arrol.settings import ArrolConfig
 from mmrlvr.rollout.hf import HFRolloutEngine
 from mmrlvr.rollout.segmented import SegmentCounts
 from mmrlvr.methods.arrol.round import ArrolPruner, Pending

@@ -192,7 +192,7 @@ def test_advantage_dbb_is_the_enabled_switch_and_the_formula_before_it_was_regis
     from mmrlvr.methods.dbb.posteriors import dbb_advantages
     from mmrlvr.checks.resolve import resolve_config
     from mmrlvr.config import load_config
-    from mmrlvr.methods.dbb import dbb_options
+    from mmrlvr.methods.dbb.method import dbb_options
     from mmrlvr.recipe.step import advantages_for
 
     def old_branch(batch, cfg, ctx):  # train/step.py's `if cfg.sample_efficiency.dbb.enabled:` branch
