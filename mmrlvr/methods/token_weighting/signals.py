@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from mmrlvr.algos.token_weights import attention_to_visual, similarity_to_visual, visual_dependency
 from mmrlvr.data.collate import select_rows
+from mmrlvr.methods.kawhi.regions import head_map, region_attention
 from mmrlvr.models.wrapping import base_model
 from mmrlvr.models.adapters import blackout_patches
 from mmrlvr.train.logprobs import (_MEDIA, completion_logprobs, join_prompt_completion, logits_to_logprobs,
@@ -150,10 +151,6 @@ def _region_probe(model, layers: Sequence[int], heads: int, frac: float, valid: 
     that reduce each (n, heads, L, L) weight tensor at once to the (n, t, L) map of the row's
     vision heads (`kawhi.regions.head_map`); after the forward, `kawhi.regions.region_attention` over the layers
     gives (n, t). Memory: O(n * t * L) per chosen layer, never all layers' weights together."""
-    # Imported when used: only kawhi's forwards need its maths (the hook order is mmrlvr.methods.builtin's
-    # alone: importing a module of the kawhi folder registers nothing).
-    from mmrlvr.methods.kawhi.regions import head_map, region_attention
-
     inner = base_model(model)
     before = inner.config._attn_implementation
     all_layers = _decoder_layers(model)

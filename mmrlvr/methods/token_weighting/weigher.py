@@ -17,6 +17,7 @@ import torch
 
 from mmrlvr.algos.token_weights import LABEL_NAMES, METHODS, PAD, label_stats, token_labels, token_weights
 from mmrlvr.data.collate import select_rows
+from mmrlvr.methods.kawhi.steps import segment_steps
 from mmrlvr.methods.token_weighting.signals import compute_signals
 from mmrlvr.train.learner import micro_rows, one_forward_update
 from mmrlvr.train.forward_rows import split_rows
@@ -63,8 +64,6 @@ TEXT_SIGNALS = frozenset({"step_ids"})
 def step_ids(tokenizer, completion_ids: torch.Tensor, mask: torch.Tensor, split: str) -> torch.Tensor:
     """(N, T) reasoning-step index of each completion token (`kawhi.steps.segment_steps` over the tokens'
     decoded texts, each distinct id decoded once); 0 on padding."""
-    from mmrlvr.methods.kawhi.steps import segment_steps  # here, not above: see signals._region_probe
-
     texts: dict[int, str] = {}
     out = torch.zeros(completion_ids.shape, dtype=torch.long)
     for i in range(completion_ids.shape[0]):
