@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import queue
 import threading
+import time
 import weakref
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -136,29 +138,44 @@ def _trainer(rank: int, init: str, urls: list[str], out) -> None:
     dist.destroy_process_group()
 
 
-def _sync(tmp_path, buckets: list[int]):
-    """Two FSDP2 ranks sync twice to one stand-in per bucket size: (stand-ins, {rank: (peak, gathers, version)})."""
-    from mmrlvr.models.load import load_policy
-
-    model, processor = load_policy("tiny")
-    servers = [ChannelStandIn(_info(model, processor), b) for b in buckets]
+def run_two_ranks(target, setup, servers: list) -> list:
+    """Start `target(rank, setup, urls, out)` for ranks 0 and 1 in spawned processes and return what
+    each put on `out`, failing at once (not after the timeout) when a rank dies; the processes and
+    the stand-ins are stopped whatever happens."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    init = f"file://{tmp_path / 'rendezvous'}"
-    procs = [ctx.Process(target=_trainer, args=(rank, init, [s.url for s in servers], out)) for rank in (0, 1)]
+    procs = [ctx.Process(target=target, args=(rank, setup, [s.url for s in servers], out)) for rank in (0, 1)]
     for p in procs:
         p.start()
     try:
-        got = [out.get(timeout=TIMEOUT * 2) for _ in procs]
+        got = []
+        deadline = time.monotonic() + TIMEOUT * 2
+        while len(got) < len(procs):
+            try:
+                got.append(out.get(timeout=2))
+            except queue.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                assert not dead, f"a trainer rank exited with {dead}"
+                assert time.monotonic() < deadline, "the trainer ranks did not answer in time"
         for p in procs:
             p.join(timeout=TIMEOUT)
         assert [p.exitcode for p in procs] == [0, 0]
+        return got
     finally:
         for p in procs:
             if p.is_alive():
                 p.kill()
         for s in servers:
             s.stop()
+
+
+def _sync(tmp_path, buckets: list[int]):
+    """Two FSDP2 ranks sync twice to one stand-in per bucket size: (stand-ins, {rank: (peak, gathers, version)})."""
+    from mmrlvr.models.load import load_policy
+
+    model, processor = load_policy("tiny")
+    servers = [ChannelStandIn(_info(model, processor), b) for b in buckets]
+    got = run_two_ranks(_trainer, f"file://{tmp_path / 'rendezvous'}", servers)
     expected = {n: t for n, t in _whole_pairs(model)}
     print(f"buckets {buckets}: (rank, peak gathered bytes, gathers, version) {sorted(got)}")
     return servers, expected, {rank: rest for rank, *rest in got}

@@ -13,16 +13,14 @@ at a time holds at most 524,288 (393,216) gathered bytes at once, where gatherin
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import queue
 
 import pytest
 import torch
 
 from tests.rollout.conftest import main_env_only
 from tests.rollout.test_server_sharded_sync import (
-    KEY, LARGEST, MODEL_BYTES, TIMEOUT, ChannelStandIn, _info, _same_bits, _whole_pairs,
+    KEY, LARGEST, MODEL_BYTES, TIMEOUT, ChannelStandIn, _info, _same_bits, _whole_pairs, run_two_ranks,
 )
 
 pytest.importorskip("deepspeed", reason="deepspeed is not installed (not a dependency of mmrlvr)")
@@ -82,18 +80,6 @@ def _trainer(rank: int, port: int, urls: list[str], out) -> None:
     dist.destroy_process_group()
 
 
-def _collect(out, procs, n: int) -> list:
-    """`n` results from `out`, failing at once (not after the timeout) when a rank died."""
-    got = []
-    while len(got) < n:
-        try:
-            got.append(out.get(timeout=2))
-        except queue.Empty:
-            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-            assert not dead, f"a ZeRO-3 rank exited with {dead}"
-    return got
-
-
 def _sync(buckets: list[int]):
     """Two ZeRO-3 ranks sync twice to one stand-in per bucket size: (stand-ins, expected, {rank: results})."""
     from mmrlvr.models.load import load_policy
@@ -101,23 +87,7 @@ def _sync(buckets: list[int]):
 
     model, processor = load_policy("tiny")
     servers = [ChannelStandIn(_info(model, processor), b) for b in buckets]
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_trainer, args=(rank, port, [s.url for s in servers], out)) for rank in (0, 1)]
-    for p in procs:
-        p.start()
-    try:
-        got = _collect(out, procs, len(procs))
-        for p in procs:
-            p.join(timeout=TIMEOUT)
-        assert [p.exitcode for p in procs] == [0, 0]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        for s in servers:
-            s.stop()
+    got = run_two_ranks(_trainer, free_port(), servers)
     print(f"buckets {buckets}: (rank, whole ok, peak gathered bytes, gathers, version, left gathered) {sorted(got)}")
     return servers, dict(_whole_pairs(model)), {rank: rest for rank, *rest in got}
 
