@@ -333,7 +333,7 @@ def run(config: str | Path | dict | Config, *, train_data=None, eval_data=None,
     rewards is refused like a changed config. Library progress bars (datasets, huggingface_hub,
     transformers) are off while it runs: the run's own bar says what matters.
     """
-    from mmrlvr.train.quiet_bars import quiet_third_party_bars
+    from mmrlvr.models.quiet_bars import quiet_third_party_bars
 
     with quiet_third_party_bars():
         return _run(config, train_data, eval_data, rewards, overrides)

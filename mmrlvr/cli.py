@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*(args.overrides or []), *extra]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    from mmrlvr.train.quiet_bars import quiet_third_party_bars
+    from mmrlvr.models.quiet_bars import quiet_third_party_bars
     from mmrlvr.data.feed import BadMediaError
     from mmrlvr.data.io import DataError
     from mmrlvr.data.media import MediaError

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from mmrlvr.models.quiet_bars import quiet_third_party_bars
+
 TINY_NAME = "tiny"
 TINY_VERSION = 1  # bump when the recipe changes, so cached copies are rebuilt
 
@@ -160,16 +162,9 @@ def build_tiny(out_dir: str | Path, *, seed: int = 0, vocab_size: int = 1024) ->
         eos_token_id=text.eos_token_id, pad_token_id=text.pad_token_id, bos_token_id=text.bos_token_id,
     )
     tmp = Path(tempfile.mkdtemp(prefix=".tiny-", dir=out_dir.parent))
-    from transformers.utils import logging as hf_logging
-
-    bar_was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a cache filled on first use: its "Writing model shards" bar is noise in a run's output
-    try:
+    with quiet_third_party_bars():  # a cache filled on first use: its "Writing model shards" bar is noise in a run's output
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-    finally:
-        if bar_was_on:
-            hf_logging.enable_progress_bar()
     (tmp / "mmrlvr_tiny.json").write_text(json.dumps({"version": TINY_VERSION, "seed": seed}))
     if out_dir.exists():
         import shutil

@@ -8,7 +8,7 @@ import datasets
 from transformers.utils import logging as hf_logging
 
 import mmrlvr
-from mmrlvr.train.quiet_bars import quiet_third_party_bars
+from mmrlvr.models.quiet_bars import quiet_third_party_bars
 
 SMALL = ["task.train_size=4", "task.eval_size=2", "warm_start.steps=0", "rollout.prompts_per_step=2",
          "rollout.group_size=2", "rollout.max_new_tokens=4", "train.steps=1", "train.save_every=0",
