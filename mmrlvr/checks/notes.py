@@ -11,24 +11,6 @@ from typing import Iterable
 
 from mmrlvr.config.schema import Config
 
-# verifiers whose score is 0 or 1 (right or wrong); the others give partial credit (iou, tiou,
-# boxes, order's Kendall tau)
-BINARY_VERIFIERS = frozenset({"choice", "count", "exact", "format", "math", "number"})
-STD_NORMALISED = frozenset({"grpo"})  # estimators that divide each group by its std
-
-
-def _scoring_verifiers(cfg: Config) -> list[str] | None:
-    """The verifiers whose scores make up a completion's reward: the one `rewards:` term, else the
-    task's own (`VERIFIERS`); None when there are several terms (their sum is not right/wrong)."""
-    if cfg.rewards:
-        return [cfg.rewards[0].verifier] if len(cfg.rewards) == 1 else None
-    from mmrlvr.checks.task_checks import task_module
-
-    try:
-        return list(getattr(task_module(cfg.task.name), "VERIFIERS", ()) or ()) or None
-    except (ModuleNotFoundError, ImportError):
-        return None  # the task check names it
-
 
 def old_bad_row_names(cfg: Config) -> str | None:
     """The deprecation line of `task.max_bad_media_frac` / `task.args.max_bad_frac` (both still set

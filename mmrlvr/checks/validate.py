@@ -231,7 +231,7 @@ def _check_paths(cfg: Config) -> Iterable[str]:
             yield _line("output_dir", cfg.output_dir, f"a writable directory ({parent} is not writable)")
 
 
-def _preset_value(cfg: Config, key: str):
+def preset_value(cfg: Config, key: str):
     """algo.<key> as training will see it: the user's value, else the preset's (None if unknown)."""
     from mmrlvr.algos.presets import _BASE, PRESETS
 

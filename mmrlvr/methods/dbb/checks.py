@@ -9,7 +9,7 @@ import dataclasses
 from typing import Iterable
 
 from mmrlvr.checks.rules import Rule, _line, _num, at_least, one_of
-from mmrlvr.checks.validate import _preset_value
+from mmrlvr.checks.validate import preset_value
 from mmrlvr.config.efficiency import dbb_switch, uses_dbb
 
 RULES: tuple[Rule, ...] = (
@@ -26,10 +26,10 @@ def check(cfg) -> Iterable[str]:
         return
     # the overlong penalty would push rewards out of [0, 1]; dynamic sampling would drop the
     # all-equal groups DBB exists to learn from
-    if _preset_value(cfg, "overlong_buffer"):
-        yield _line("algo.overlong_buffer", _preset_value(cfg, "overlong_buffer"),
+    if preset_value(cfg, "overlong_buffer"):
+        yield _line("algo.overlong_buffer", preset_value(cfg, "overlong_buffer"),
                     f"expected 0 with {dbb} (a length penalty leaves rewards outside [0, 1])")
-    if _preset_value(cfg, "dynamic_sampling"):
+    if preset_value(cfg, "dynamic_sampling"):
         yield _line("algo.dynamic_sampling", True,
                     f"expected false with {dbb} (it drops the all-equal groups DBB learns from)")
     for i, term in enumerate(cfg.rewards):

@@ -3,10 +3,27 @@ its warning where a valid setting gives no bonus."""
 
 from __future__ import annotations
 
-from mmrlvr.checks.notes import BINARY_VERIFIERS, STD_NORMALISED, _scoring_verifiers
 from mmrlvr.checks.rules import Rule, _num, at_least, one_of
-from mmrlvr.checks.validate import _preset_value
+from mmrlvr.checks.task_checks import task_module
+from mmrlvr.checks.validate import preset_value
 from mmrlvr.config.efficiency import uses_dbb
+
+# verifiers whose score is 0 or 1 (right or wrong); the others give partial credit (iou, tiou,
+# boxes, order's Kendall tau)
+BINARY_VERIFIERS = frozenset({"choice", "count", "exact", "format", "math", "number"})
+STD_NORMALISED = frozenset({"grpo"})  # estimators that divide each group by its std
+
+
+def _scoring_verifiers(cfg) -> list[str] | None:
+    """The verifiers whose scores make up a completion's reward: the one `rewards:` term, else the
+    task's own (`VERIFIERS`); None when there are several terms (their sum is not right/wrong)."""
+    if cfg.rewards:
+        return [cfg.rewards[0].verifier] if len(cfg.rewards) == 1 else None
+    try:
+        return list(getattr(task_module(cfg.task.name), "VERIFIERS", ()) or ()) or None
+    except (ModuleNotFoundError, ImportError):
+        return None  # the task check names it
+
 
 RULES: tuple[Rule, ...] = (
     Rule("temporal_contrast.method", one_of("tgrpo", "tgpo"), "tgrpo or tgpo"),
@@ -23,7 +40,7 @@ def warn(cfg) -> str | None:
     reward the group's rewards become (1 + alpha gate_b / w) times what they were, and an estimator
     that divides by the group's std removes that factor exactly: the bonus changes nothing."""
     tc = cfg.temporal_contrast
-    advantage = _preset_value(cfg, "advantage")
+    advantage = preset_value(cfg, "advantage")
     if not tc.enabled or uses_dbb(cfg) or advantage not in STD_NORMALISED:
         return None
     names = _scoring_verifiers(cfg)
